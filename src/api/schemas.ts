@@ -1,0 +1,64 @@
+/**
+ * JSON Schemas of request bodies (CONTRACT §3 ranges). Compiled with ajv by `http/validate.ts`,
+ * which turns the first violation into the contract's message (`invalid type for parameter
+ * 'options.top_k': expected integer`, `temperature must be between 0 and 2`, `prompt is required`).
+ * Unknown top-level fields and unknown option keys are allowed (and ignored).
+ */
+
+const num = (minimum?: number, maximum?: number) => ({
+  type: "number",
+  ...(minimum === undefined ? {} : { minimum }),
+  ...(maximum === undefined ? {} : { maximum }),
+});
+const int = (minimum?: number, maximum?: number) => ({ ...num(minimum, maximum), type: "integer" });
+
+/** Integers a JSON number can carry exactly; larger seeds or counts are refused, not rounded. */
+const SAFE = Number.MAX_SAFE_INTEGER;
+
+export const optionsSchema = {
+  type: "object",
+  properties: {
+    num_keep: int(-1, SAFE),
+    seed: int(-SAFE, SAFE),
+    num_predict: int(-2, SAFE),
+    top_k: int(0, SAFE),
+    top_p: num(0, 1),
+    min_p: num(0, 1),
+    typical_p: num(0, 1),
+    repeat_last_n: int(-1, SAFE),
+    temperature: num(0, 2),
+    repeat_penalty: num(0, 2),
+    presence_penalty: num(-2, 2),
+    frequency_penalty: num(-2, 2),
+    penalize_newline: { type: "boolean" },
+    stop: { type: ["string", "array"], items: { type: "string" }, maxItems: 16 },
+    num_ctx: int(1, SAFE),
+    num_batch: int(1, SAFE),
+    num_gpu: int(-1, SAFE),
+    main_gpu: int(0, SAFE),
+    use_mmap: { type: "boolean" },
+    num_thread: int(0, SAFE),
+  },
+} as const;
+
+const keepAlive = { type: ["string", "number"] } as const;
+const format = { type: ["string", "object"] } as const;
+
+export const generateSchema = {
+  type: "object",
+  required: ["model", "prompt"],
+  properties: {
+    model: { type: "string", minLength: 1 },
+    prompt: { type: "string" },
+    suffix: { type: "string" },
+    system: { type: "string" },
+    template: { type: "string" },
+    context: { type: "array", items: int(0, 2 ** 31 - 1) },
+    stream: { type: "boolean" },
+    raw: { type: "boolean" },
+    format,
+    keep_alive: keepAlive,
+    options: optionsSchema,
+    images: { type: ["array", "null"], items: { type: "string" } },
+  },
+} as const;

@@ -1,0 +1,93 @@
+/**
+ * `createApp(config, deps)`: builds the daemon (store, scheduler, routes, HTTP server) without
+ * listening or touching process-wide state. `main.ts` and the tests both use it.
+ */
+import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
+import type { Logger } from "pino";
+import type { Config } from "./config.js";
+import { createGuards } from "./http/guards.js";
+import { Router } from "./http/router.js";
+import { createHttpServer } from "./http/server.js";
+import { ensureDemoModel } from "./models/demo.js";
+import { ModelStore } from "./models/store.js";
+import { generateRoutes } from "./routes/generate.js";
+import { rootRoutes } from "./routes/root.js";
+import type { Services } from "./routes/services.js";
+import { Scheduler, type SchedulerOptions } from "./scheduler/scheduler.js";
+import { VERSION } from "./version.js";
+
+export interface AppDeps {
+  log: Logger;
+  /** Replaces how runners start (unit tests). */
+  startRunner?: SchedulerOptions["startRunner"];
+  /** Write the demo model into an empty store (default true). */
+  demoModel?: boolean;
+}
+
+export interface App {
+  server: Server;
+  services: Services;
+  /** Listens where the configuration says; resolves with the bound address. */
+  listen(): Promise<AddressInfo>;
+  /** Graceful shutdown: refuse new work, drain within the timeout, unload every model, stop listening. */
+  close(): Promise<void>;
+}
+
+export async function createApp(config: Readonly<Config>, deps: AppDeps): Promise<App> {
+  const { log } = deps;
+  const store = new ModelStore(config.models);
+  await store.init();
+  if (deps.demoModel !== false) await ensureDemoModel(store, log);
+  const scheduler = new Scheduler({
+    log,
+    numParallel: config.numParallel,
+    maxLoaded: config.maxLoadedModels,
+    maxQueue: config.maxQueue,
+    defaultKeepAliveMs: config.keepAliveMs,
+    defaultContextLength: config.contextLength,
+    threads: config.threads,
+    gpu: config.gpu,
+    loadTimeoutMs: config.loadTimeoutMs,
+    ...(deps.startRunner ? { startRunner: deps.startRunner } : {}),
+  });
+  const services: Services = { config, store, scheduler, version: VERSION };
+  const router = new Router();
+  rootRoutes(router, services);
+  generateRoutes(router, services);
+  const http = createHttpServer({ router, guards: createGuards(config), log, maxBodyBytes: config.maxBodyBytes });
+  const { server } = http;
+
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      scheduler.stopAccepting(); // queued and new model requests → 503
+      http.startDraining(); // every new request → 503 "server is shutting down"
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const drained = await Promise.race([scheduler.drain().then(() => true), delay(config.shutdownTimeoutMs).then(() => false)]);
+      if (!drained) log.warn({ timeoutMs: config.shutdownTimeoutMs }, "shutdown timeout reached; stopping in-flight requests");
+      await scheduler.unloadAll(); // runners dispose their models and exit
+      server.closeAllConnections();
+      await stopped;
+    })());
+
+  return {
+    server,
+    services,
+    close,
+    listen: () =>
+      new Promise<AddressInfo>((resolve, reject) => {
+        server.once("error", reject);
+        const host = config.listen.host === "" ? undefined : config.listen.host;
+        server.listen({ port: config.listen.port, host }, () => {
+          server.off("error", reject);
+          resolve(server.address() as AddressInfo);
+        });
+      }),
+  };
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}

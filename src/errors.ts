@@ -1,0 +1,129 @@
+/**
+ * The error classes of the contract (CONTRACT §3), each carrying its HTTP status.
+ *
+ * Handlers throw these; one place (`http/server.ts`) turns any thrown value into a status and
+ * `{"error": "..."}`. Anything that is not an {@link HttpError} becomes a 500 whose detail goes to
+ * the log only. This file is a leaf: it imports nothing from the rest of lmd.
+ */
+
+/** Base class: an error with the status it maps to and the message the client sees. */
+export class HttpError extends Error {
+  readonly status: number;
+  /** Extra response headers (for example `Allow` on 405, `Retry-After` on 503). */
+  readonly headers: Record<string, string>;
+
+  constructor(status: number, message: string, options?: { cause?: unknown; headers?: Record<string, string> }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.status = status;
+    this.headers = options?.headers ?? {};
+  }
+}
+
+/** 400: anything wrong with the request itself. */
+export class BadRequestError extends HttpError {
+  constructor(message: string) {
+    super(400, message);
+  }
+}
+
+/** 403: Host header or CORS origin refused by the DNS-rebinding guards. */
+export class ForbiddenError extends HttpError {
+  constructor(message: string) {
+    super(403, message);
+  }
+}
+
+/** 404: a model that is not in the store. */
+export class ModelNotFoundError extends HttpError {
+  constructor(name: string) {
+    super(404, `model '${name}' not found, try pulling it first`);
+  }
+}
+
+/** 404: an unknown path, or any other missing resource with its own message. */
+export class NotFoundError extends HttpError {
+  constructor(message: string) {
+    super(404, message);
+  }
+}
+
+/** 405: a known path with a method it does not serve. */
+export class MethodNotAllowedError extends HttpError {
+  constructor(method: string, path: string, allow: readonly string[]) {
+    super(405, `method ${method} not allowed on ${path}`, { headers: { allow: allow.join(", ") } });
+  }
+}
+
+/** 409: the operation needs the model idle. */
+export class ModelBusyError extends HttpError {
+  constructor(name: string) {
+    super(409, `model '${name}' is currently in use`);
+  }
+}
+
+/** 413: the JSON body is over `SERVICE_MAX_BODY`. */
+export class BodyTooLargeError extends HttpError {
+  constructor(limit: number) {
+    super(413, `request body too large (limit ${limit} bytes)`);
+  }
+}
+
+/** 500: the model could not be loaded. `reason` is client-safe (no paths, no stacks). */
+export class ModelLoadError extends HttpError {
+  constructor(name: string, reason: string, cause?: unknown) {
+    super(500, `failed to load model '${name}': ${reason}`, { cause });
+  }
+}
+
+/** 500: generation failed or the runner died. `detail` is client-safe. */
+export class ModelRunError extends HttpError {
+  constructor(detail: string, cause?: unknown) {
+    super(500, `an error occurred while running the model: ${detail}`, { cause });
+  }
+}
+
+/** 503: queue full, or the daemon is shutting down. Always carries `Retry-After`. */
+export class ServiceBusyError extends HttpError {
+  constructor(message = "server busy, please try again: maximum pending requests exceeded", retryAfterSeconds = 1) {
+    super(503, message, { headers: { "retry-after": String(retryAfterSeconds) } });
+  }
+}
+
+/** 503 while draining on SIGTERM. */
+export class ShuttingDownError extends ServiceBusyError {
+  constructor() {
+    super("server is shutting down", 5);
+  }
+}
+
+/** 507: the disk filled while writing a blob or manifest. */
+export class NoSpaceError extends HttpError {
+  constructor(cause?: unknown) {
+    super(507, "no space left on device", { cause });
+  }
+}
+
+/** The one error body shape of the contract. */
+export interface ErrorBody {
+  error: string;
+}
+
+/** Generic 500 message for failures whose detail must stay in the log. */
+export const INTERNAL_ERROR_MESSAGE = "an internal error occurred";
+
+/**
+ * Maps any thrown value to the status, body and headers the client receives.
+ * Unknown errors become a 500 with a generic message: their detail belongs in the log.
+ */
+export function toErrorResponse(err: unknown): { status: number; body: ErrorBody; headers: Record<string, string> } {
+  if (err instanceof HttpError) return { status: err.status, body: { error: err.message }, headers: err.headers };
+  if (isNoSpace(err)) return toErrorResponse(new NoSpaceError(err));
+  return { status: 500, body: { error: INTERNAL_ERROR_MESSAGE }, headers: {} };
+}
+
+/** True for ENOSPC (and EDQUOT, which users meet the same way). */
+export function isNoSpace(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return code === "ENOSPC" || code === "EDQUOT";
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env node
+/**
+ * The `lmd` command: `lmd serve` runs the daemon; every other subcommand is a client (src/cli/).
+ */
+import closeWithGrace from "close-with-grace";
+import { createApp } from "./app.js";
+import { ConfigError, loadConfig, type Config } from "./config.js";
+import { createLogger, flushLogger } from "./logger.js";
+import { VERSION } from "./version.js";
+
+/** EX_CONFIG from sysexits.h: systemd and shells read it as "configuration error". */
+const EX_CONFIG = 78;
+
+async function serve(): Promise<void> {
+  let config: Readonly<Config>;
+  try {
+    config = loadConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`lmd: ${err.message}\n`);
+      process.exit(EX_CONFIG);
+    }
+    throw err;
+  }
+  const log = createLogger({ level: config.logLevel, logDir: config.logDir });
+  const app = await createApp(config, { log });
+  // Unloading models after the drain can take a few seconds; give close-with-grace room for it.
+  closeWithGrace({ delay: config.shutdownTimeoutMs + 20_000, logger: { error: (m: string) => log.error(m) } }, async ({ signal, err }) => {
+    if (err) log.error({ err }, "fatal error; shutting down");
+    else log.info({ signal }, "shutting down");
+    await app.close();
+    log.info("all models unloaded; exiting");
+    await flushLogger(log);
+  });
+  const address = await app.listen();
+  log.info({ address: address.address, port: address.port, models: config.models, threads: config.threads, version: VERSION }, "lmd listening");
+}
+
+function usage(): string {
+  return `lmd ${VERSION} — local model-serving daemon
+
+Usage:
+  lmd serve        Start the daemon (configured by SERVICE_* environment variables)
+  lmd version      Print the version
+  lmd help         Show this help
+`;
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command] = argv;
+  switch (command) {
+    case "serve":
+      return serve();
+    case "version":
+    case "--version":
+    case "-v":
+      process.stdout.write(`lmd version ${VERSION}\n`);
+      return;
+    case undefined:
+    case "help":
+    case "--help":
+    case "-h":
+      process.stdout.write(usage());
+      return;
+    default:
+      process.stderr.write(`lmd: unknown command '${command}'\n\n${usage()}`);
+      process.exit(2);
+  }
+}
+
+await main(process.argv.slice(2));

@@ -1,0 +1,246 @@
+/**
+ * The model store in Ollama's on-disk layout (CONTRACT §6):
+ *   <root>/manifests/<host>/<namespace>/<model>/<tag>   Docker v2 manifest (JSON)
+ *   <root>/blobs/sha256-<64 hex>                        content-addressed blobs
+ *
+ * Reads resolve a name to its manifest and layers. Writes go to a temporary file inside the
+ * store and are renamed into place only after the digest is verified, so a crash or a full
+ * disk never leaves a corrupt blob or manifest. Nothing resolves outside the store: names and
+ * digests are validated, and symbolic links that lead out of it are refused.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { createReadStream } from "node:fs";
+import fs from "node:fs/promises";
+import path from "node:path";
+import { pipeline } from "node:stream/promises";
+import { BadRequestError, ModelNotFoundError } from "../errors.js";
+import { displayName, manifestSegments, nameKey, parseModelName, printable, type ModelName } from "./names.js";
+
+export const MEDIA = {
+  manifest: "application/vnd.docker.distribution.manifest.v2+json",
+  config: "application/vnd.docker.container.image.v1+json",
+  model: "application/vnd.ollama.image.model",
+  template: "application/vnd.ollama.image.template",
+  system: "application/vnd.ollama.image.system",
+  params: "application/vnd.ollama.image.params",
+  license: "application/vnd.ollama.image.license",
+  adapter: "application/vnd.ollama.image.adapter",
+  projector: "application/vnd.ollama.image.projector",
+  messages: "application/vnd.ollama.image.messages",
+} as const;
+
+export interface Layer {
+  mediaType: string;
+  digest: string;
+  size: number;
+}
+
+export interface Manifest {
+  schemaVersion: number;
+  mediaType?: string;
+  config: Layer;
+  layers: Layer[];
+}
+
+/** A name resolved to what a runner and the routes need. */
+export interface ResolvedModel {
+  name: ModelName;
+  /** `model:tag` as users write it. */
+  display: string;
+  /** Lower-cased full name: the scheduler's key. */
+  key: string;
+  manifest: Manifest;
+  /** Digest of the GGUF layer (`sha256:<hex>`). */
+  digest: string;
+  modelPath: string;
+  size: number;
+  /** Options from the params layer (Modelfile PARAMETER lines). */
+  params: Record<string, unknown>;
+  template: string | undefined;
+  system: string | undefined;
+  modifiedAt: Date;
+}
+
+const DIGEST = /^sha256:([a-f0-9]{64})$/;
+
+/** Validates a digest and returns its hex; throws 400 `invalid digest '<digest>'`. */
+export function digestHex(digest: string): string {
+  const m = DIGEST.exec(digest);
+  if (!m?.[1]) throw new BadRequestError(`invalid digest '${printable(digest)}'`);
+  return m[1];
+}
+
+export class ModelStore {
+  readonly root: string;
+
+  constructor(root: string) {
+    this.root = path.resolve(root);
+  }
+
+  get blobsDir(): string {
+    return path.join(this.root, "blobs");
+  }
+
+  get manifestsDir(): string {
+    return path.join(this.root, "manifests");
+  }
+
+  async init(): Promise<void> {
+    await fs.mkdir(this.blobsDir, { recursive: true });
+    await fs.mkdir(this.manifestsDir, { recursive: true });
+  }
+
+  /** Path of a blob; the digest is validated first. */
+  blobPath(digest: string): string {
+    return path.join(this.blobsDir, `sha256-${digestHex(digest)}`);
+  }
+
+  /** Resolves a model name; throws 400 for an invalid name and 404 when it is not in the store. */
+  async resolve(input: string): Promise<ResolvedModel> {
+    const name = parseModelName(input);
+    const file = await this.findManifest(name);
+    if (!file) throw new ModelNotFoundError(printable(input));
+    const [manifest, stat] = await Promise.all([this.readManifest(file), fs.stat(file)]);
+    const modelLayer = manifest.layers.find((l) => l.mediaType === MEDIA.model);
+    if (!modelLayer) throw new ModelNotFoundError(printable(input));
+    const modelPath = await this.insideStore(this.blobPath(modelLayer.digest));
+    const [params, template, system] = await Promise.all([
+      this.readLayerJson(manifest, MEDIA.params),
+      this.readLayerText(manifest, MEDIA.template),
+      this.readLayerText(manifest, MEDIA.system),
+    ]);
+    return {
+      name,
+      display: displayName(name),
+      key: nameKey(name),
+      manifest,
+      digest: modelLayer.digest,
+      modelPath,
+      size: manifest.layers.reduce((n, l) => n + l.size, 0),
+      params: params ?? {},
+      template,
+      system,
+      modifiedAt: stat.mtime,
+    };
+  }
+
+  /** True when the store has no manifest at all. */
+  async isEmpty(): Promise<boolean> {
+    const walk = async (dir: string): Promise<boolean> => {
+      const entries = await fs.readdir(dir, { withFileTypes: true }).catch(() => []);
+      for (const e of entries) {
+        if (e.isFile()) return false;
+        if (e.isDirectory() && !(await walk(path.join(dir, e.name)))) return false;
+      }
+      return true;
+    };
+    return walk(this.manifestsDir);
+  }
+
+  /**
+   * Finds the manifest file for a name: the exact path first, then a case-insensitive match
+   * of each segment (Ollama matches names case-insensitively).
+   */
+  private async findManifest(name: ModelName): Promise<string | undefined> {
+    let dir = this.manifestsDir;
+    for (const segment of manifestSegments(name)) {
+      const exact = path.join(dir, segment);
+      if (await exists(exact)) {
+        dir = exact;
+        continue;
+      }
+      const entries = await fs.readdir(dir).catch(() => [] as string[]);
+      const match = entries.find((e) => e.toLowerCase() === segment.toLowerCase());
+      if (!match) return undefined;
+      dir = path.join(dir, match);
+    }
+    const stat = await fs.stat(dir).catch(() => undefined);
+    return stat?.isFile() ? this.insideStore(dir) : undefined;
+  }
+
+  private async readManifest(file: string): Promise<Manifest> {
+    const text = await fs.readFile(file, "utf8");
+    const manifest = JSON.parse(text) as Manifest;
+    if (!manifest || !Array.isArray(manifest.layers) || !manifest.config) throw new Error(`malformed manifest ${file}`);
+    return manifest;
+  }
+
+  private async readLayerText(manifest: Manifest, mediaType: string): Promise<string | undefined> {
+    const layer = manifest.layers.find((l) => l.mediaType === mediaType);
+    if (!layer) return undefined;
+    return fs.readFile(await this.insideStore(this.blobPath(layer.digest)), "utf8");
+  }
+
+  private async readLayerJson(manifest: Manifest, mediaType: string): Promise<Record<string, unknown> | undefined> {
+    const text = await this.readLayerText(manifest, mediaType);
+    return text === undefined ? undefined : (JSON.parse(text) as Record<string, unknown>);
+  }
+
+  /** Resolves symbolic links and refuses any path that ends up outside the store. */
+  async insideStore(file: string): Promise<string> {
+    const [real, root] = await Promise.all([fs.realpath(file).catch(() => file), fs.realpath(this.root).catch(() => this.root)]);
+    if (real !== root && !real.startsWith(root + path.sep)) throw new BadRequestError(`path '${path.basename(file)}' leads outside the model store`);
+    return real;
+  }
+
+  /**
+   * Copies a local file into the store as a blob (temporary file, digest, rename) and returns its layer.
+   * Used for models the daemon makes itself; uploads come through the blob endpoint.
+   */
+  async addBlobFromFile(file: string, mediaType: string): Promise<Layer> {
+    const tmp = this.tempPath();
+    const hash = createHash("sha256");
+    try {
+      await pipeline(createReadStream(file), async function* (source) {
+        for await (const chunk of source) {
+          hash.update(chunk as Buffer);
+          yield chunk;
+        }
+      }, (await fs.open(tmp, "wx")).createWriteStream());
+      const digest = `sha256:${hash.digest("hex")}`;
+      const { size } = await fs.stat(tmp);
+      await fs.rename(tmp, this.blobPath(digest));
+      return { mediaType, digest, size };
+    } finally {
+      await fs.rm(tmp, { force: true });
+    }
+  }
+
+  /** Writes a small blob (config, params, template) from memory. */
+  async addBlob(content: string | Buffer, mediaType: string): Promise<Layer> {
+    const data = typeof content === "string" ? Buffer.from(content) : content;
+    const digest = `sha256:${createHash("sha256").update(data).digest("hex")}`;
+    await this.writeAtomic(this.blobPath(digest), data);
+    return { mediaType, digest, size: data.length };
+  }
+
+  /** Writes a manifest for `input` atomically. */
+  async writeManifest(input: string, manifest: Manifest): Promise<void> {
+    const name = parseModelName(input);
+    const file = path.join(this.manifestsDir, ...manifestSegments(name));
+    await fs.mkdir(path.dirname(file), { recursive: true });
+    await this.writeAtomic(file, Buffer.from(JSON.stringify(manifest)));
+  }
+
+  /** A temporary file name inside the store, so the final rename never crosses filesystems. */
+  tempPath(): string {
+    return path.join(this.blobsDir, `.tmp-${process.pid}-${randomBytes(6).toString("hex")}`);
+  }
+
+  private async writeAtomic(file: string, data: Buffer): Promise<void> {
+    const tmp = this.tempPath();
+    try {
+      await fs.writeFile(tmp, data, { flag: "wx" });
+      await fs.rename(tmp, file);
+    } finally {
+      await fs.rm(tmp, { force: true });
+    }
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  return fs.access(file).then(
+    () => true,
+    () => false,
+  );
+}

@@ -1,0 +1,116 @@
+/**
+ * `POST /api/generate` (seed: "Endpoints"; CONTRACT §4): parse → validate → schedule → respond.
+ *
+ * Streams NDJSON by default and answers one object with `stream:false`. `prompt:""` is the load
+ * form, and with `keep_alive:0` the unload form. Loading happens before the first byte, so a load
+ * failure is a real 500; an error after the stream started becomes its last line.
+ */
+import type { GenerateFinal, GenerateRequest, Format } from "../api/types.js";
+import { generateSchema } from "../api/schemas.js";
+import { BadRequestError } from "../errors.js";
+import { readJson } from "../http/body.js";
+import { NdjsonStream, sendJson } from "../http/respond.js";
+import type { RequestContext, Router } from "../http/router.js";
+import { compileValidator } from "../http/validate.js";
+import type { ResolvedModel } from "../models/store.js";
+import { renderTemplate } from "../models/template.js";
+import type { GenerateStats, GrammarSpec, PromptSpec } from "../runner/protocol.js";
+import { parseDuration } from "../units.js";
+import { resolveOptions } from "./options.js";
+import type { Services } from "./services.js";
+
+const validate = compileValidator<GenerateRequest>(generateSchema);
+
+export function generateRoutes(router: Router, services: Services): void {
+  router.add("POST", "/api/generate", (ctx) => generate(ctx, services));
+}
+
+async function generate(ctx: RequestContext, { config, store, scheduler }: Services): Promise<void> {
+  const started = process.hrtime.bigint();
+  const body = validate(await readJson(ctx.req, config.maxBodyBytes));
+  const keepAliveMs = parseKeepAlive(body.keep_alive);
+  const grammar = parseFormat(body.format);
+  const model = await store.resolve(body.model);
+  const opts = resolveOptions(model.params, body.options, ctx.log);
+  const base = { model: body.model, created_at: "", response: "" };
+  const stamp = () => ({ ...base, created_at: new Date().toISOString() });
+
+  if (body.prompt === "" && !body.context?.length) {
+    if (keepAliveMs === 0) {
+      await scheduler.unload(model.key);
+      return sendJson(ctx.res, 200, { ...stamp(), done: true, done_reason: "unload" } satisfies GenerateFinal);
+    }
+    const lease = await scheduler.acquire(model, { keepAliveMs, numCtx: opts.numCtx, numGpu: opts.numGpu, signal: ctx.signal });
+    lease.release();
+    return sendJson(ctx.res, 200, { ...stamp(), done: true, done_reason: "load" } satisfies GenerateFinal);
+  }
+  if (body.suffix) throw new BadRequestError(`model '${body.model}' does not support insert`);
+
+  const lease = await scheduler.acquire(model, { keepAliveMs, numCtx: opts.numCtx, numGpu: opts.numGpu, signal: ctx.signal });
+  try {
+    const prompt = buildPrompt(body, model, lease.runner.info.hasChatTemplate);
+    const stream = body.stream !== false ? new NdjsonStream(ctx.res) : undefined;
+    let text = "";
+    let stats: GenerateStats;
+    if (opts.maxTokens === 0) {
+      stats = { promptTokens: 0, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason: "length", context: body.context ?? [], truncatedTokens: 0 };
+    } else {
+      const job = { prompt, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar };
+      stats = await lease.runner.generate(
+        job,
+        (chunk) => {
+          // Tokens arrive a few dozen per second; the socket buffers them if the client reads slowly.
+          if (stream) void stream.write({ ...stamp(), response: chunk, done: false });
+          else text += chunk;
+        },
+        ctx.signal,
+      );
+    }
+    if (stats.truncatedTokens > 0) ctx.log.warn({ model: model.display, truncated: stats.truncatedTokens }, "prompt longer than the context; truncated from the front");
+    if (stats.doneReason === "cancelled") return; // the client is gone
+    const final: GenerateFinal = {
+      ...stamp(),
+      response: stream ? "" : text,
+      done: true,
+      done_reason: stats.doneReason,
+      context: stats.context,
+      total_duration: Number(process.hrtime.bigint() - started),
+      load_duration: lease.loadNs,
+      prompt_eval_count: stats.promptEvalCount,
+      prompt_eval_duration: stats.promptEvalNs,
+      eval_count: stats.evalCount,
+      eval_duration: stats.evalNs,
+    };
+    if (stream) stream.end(final);
+    else sendJson(ctx.res, 200, final);
+  } finally {
+    lease.release();
+  }
+}
+
+/** The prompt as the runner evaluates it: raw, through a Go template, or through the GGUF chat template. */
+function buildPrompt(body: GenerateRequest, model: ResolvedModel, hasChatTemplate: boolean): PromptSpec {
+  const system = body.system ?? model.system;
+  const context = body.context?.length ? body.context : undefined;
+  if (body.raw) return { kind: "text", text: body.prompt, context };
+  const template = body.template || model.template;
+  if (template) return { kind: "text", text: renderTemplate(template, { System: system, Prompt: body.prompt }), context };
+  if (hasChatTemplate) return { kind: "chat", turns: [...(system ? [{ role: "system" as const, content: system }] : []), { role: "user", content: body.prompt }], context };
+  return { kind: "text", text: system ? `${system}\n\n${body.prompt}` : body.prompt, context };
+}
+
+/** `keep_alive`: seconds as a number, or a duration string; negative keeps the model loaded forever. */
+export function parseKeepAlive(value: string | number | undefined): number | undefined {
+  if (value === undefined || value === "") return undefined;
+  const ms = parseDuration(value);
+  if (ms === undefined || !Number.isFinite(ms)) throw new BadRequestError(`invalid value for parameter 'keep_alive': '${String(value).slice(0, 40)}' is not a duration`);
+  return Math.round(ms);
+}
+
+/** `format`: `"json"` or a JSON Schema object, enforced by a grammar in the runner. */
+export function parseFormat(format: Format | undefined): GrammarSpec | undefined {
+  if (format === undefined || format === "") return undefined;
+  if (format === "json") return { kind: "json" };
+  if (typeof format === "object" && format !== null && !Array.isArray(format)) return { kind: "schema", schema: format };
+  throw new BadRequestError(`invalid value for parameter 'format': expected "json" or a JSON schema`);
+}

@@ -1,0 +1,68 @@
+/**
+ * Turns Ollama's model options (the model's PARAMETER defaults, overridden by the request's
+ * `options`) into what a runner job needs. Shared by generate and chat.
+ */
+import type { Logger } from "pino";
+import type { ModelOptions } from "../api/types.js";
+import type { SamplingSpec } from "../runner/protocol.js";
+import { optionsSchema } from "../api/schemas.js";
+
+/** Ollama's defaults, so clients see the behaviour they know. */
+export const DEFAULT_OPTIONS = {
+  temperature: 0.8,
+  top_k: 40,
+  top_p: 0.9,
+  min_p: 0,
+  repeat_penalty: 1.1,
+  repeat_last_n: 64,
+  presence_penalty: 0,
+  frequency_penalty: 0,
+  penalize_newline: true,
+  num_predict: -1,
+} as const;
+
+const KNOWN = new Set(Object.keys(optionsSchema.properties));
+
+export interface ResolvedOptions {
+  sampling: SamplingSpec;
+  /** undefined = no limit; 0 = generate nothing. */
+  maxTokens: number | undefined;
+  fillContext: boolean;
+  stop: string[];
+  numCtx: number | undefined;
+  numGpu: number | undefined;
+}
+
+/** Merges model defaults and request options; unknown keys are ignored and logged at debug. */
+export function resolveOptions(modelParams: Record<string, unknown>, request: ModelOptions | undefined, log: Logger): ResolvedOptions {
+  const unknown = Object.keys(request ?? {}).filter((k) => !KNOWN.has(k));
+  if (unknown.length > 0) log.debug({ keys: unknown }, "ignoring unknown options");
+  const o = { ...DEFAULT_OPTIONS, ...pickKnown(modelParams), ...pickKnown(request ?? {}) } as Required<Pick<ModelOptions, keyof typeof DEFAULT_OPTIONS>> & ModelOptions;
+  const numPredict = o.num_predict;
+  const stop = o.stop === undefined ? [] : Array.isArray(o.stop) ? o.stop : [o.stop];
+  return {
+    sampling: {
+      temperature: o.temperature,
+      topK: o.top_k,
+      topP: o.top_p,
+      minP: o.min_p,
+      seed: typeof o.seed === "number" && o.seed >= 0 ? o.seed : undefined,
+      repeatPenalty: o.repeat_penalty,
+      repeatLastN: o.repeat_last_n,
+      presencePenalty: o.presence_penalty,
+      frequencyPenalty: o.frequency_penalty,
+      penalizeNewline: o.penalize_newline,
+    },
+    maxTokens: numPredict >= 0 ? numPredict : undefined,
+    fillContext: numPredict === -2,
+    stop: stop.filter((s) => s !== ""),
+    numCtx: typeof o.num_ctx === "number" ? o.num_ctx : undefined,
+    numGpu: typeof o.num_gpu === "number" ? o.num_gpu : undefined,
+  };
+}
+
+function pickKnown(source: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(source)) if (KNOWN.has(k) && v !== undefined && v !== null) out[k] = v;
+  return out;
+}

@@ -1,0 +1,303 @@
+/**
+ * Runner child process: the only module that imports node-llama-cpp (DESIGN §1).
+ *
+ * It loads one model with one context of N sequences and serves generation jobs from the
+ * parent over IPC. A native crash here kills only this process; the parent turns it into a 500.
+ *
+ * Signals: the daemon's process group may receive SIGINT/SIGTERM (Ctrl+C, systemd). The runner
+ * ignores them and stops only when told (`unload`) or when the parent's IPC channel closes.
+ */
+import path from "node:path";
+import {
+  getLlama,
+  InsufficientMemoryError,
+  LlamaCompletion,
+  LlamaLogLevel,
+  resolveChatWrapper,
+  type ChatHistoryItem,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  type LlamaModel,
+  type LlamaText,
+  type Token,
+} from "node-llama-cpp";
+import type { ChatTurn, FromRunner, GenerateJob, GenerateStats, LoadSpec, RunnerFailureKind, ToRunner } from "./protocol.js";
+
+interface Slot {
+  sequence: LlamaContextSequence;
+  completion: LlamaCompletion;
+  busy: boolean;
+  lastUsed: number;
+}
+
+interface Loaded {
+  llama: Llama;
+  model: LlamaModel;
+  context: LlamaContext;
+  slots: Slot[];
+  modelFile: string;
+}
+
+let loaded: Loaded | undefined;
+const jobs = new Map<number, AbortController>();
+let useCounter = 0;
+
+function send(msg: FromRunner): void {
+  if (process.connected) process.send?.(msg);
+}
+
+function log(level: "debug" | "info" | "warn" | "error", msg: string, data?: Record<string, unknown>): void {
+  send({ type: "log", level, msg, ...(data ? { data } : {}) });
+}
+
+/** Error text that is safe for a client: no absolute paths of the store. */
+function clientSafe(err: unknown, modelFile?: string): string {
+  let text = err instanceof Error ? err.message : String(err);
+  if (modelFile) text = text.split(modelFile).join(path.basename(modelFile));
+  return text.replace(/\s+/g, " ").trim() || "unknown error";
+}
+
+async function load(spec: LoadSpec): Promise<void> {
+  let llama: Llama;
+  try {
+    llama = await getLlama({
+      gpu: spec.gpu,
+      maxThreads: spec.threads,
+      build: "never",
+      progressLogs: false,
+      logLevel: LlamaLogLevel.warn,
+      logger: (level, message) => {
+        const text = message.trim();
+        if (text) log(level === LlamaLogLevel.error || level === LlamaLogLevel.fatal ? "error" : "debug", `llama.cpp: ${text}`);
+      },
+    });
+  } catch (err) {
+    send({ type: "load-failed", kind: "other", message: `no usable llama.cpp backend: ${clientSafe(err)}` });
+    return;
+  }
+  let model: LlamaModel;
+  try {
+    model = await llama.loadModel({
+      modelPath: spec.path,
+      ...(spec.gpuLayers === undefined ? {} : { gpuLayers: spec.gpuLayers }),
+      onLoadProgress: (fraction) => send({ type: "progress", fraction }),
+    });
+  } catch (err) {
+    const kind: RunnerFailureKind = err instanceof InsufficientMemoryError ? "memory" : "corrupt";
+    send({ type: "load-failed", kind, message: clientSafe(err, spec.path) });
+    return;
+  }
+  let context: LlamaContext;
+  const contextSize = Math.min(spec.contextSize, model.trainContextSize || spec.contextSize);
+  try {
+    context = await model.createContext({
+      contextSize,
+      sequences: spec.sequences,
+      threads: spec.threads,
+      ...(spec.batchSize === undefined ? {} : { batchSize: spec.batchSize }),
+    });
+  } catch (err) {
+    await model.dispose().catch(() => undefined);
+    const kind: RunnerFailureKind = err instanceof InsufficientMemoryError ? "memory" : "other";
+    send({ type: "load-failed", kind, message: clientSafe(err, spec.path) });
+    return;
+  }
+  const slots: Slot[] = [];
+  for (let i = 0; i < spec.sequences; i++) {
+    const sequence = context.getSequence();
+    slots.push({ sequence, completion: new LlamaCompletion({ contextSequence: sequence }), busy: false, lastUsed: 0 });
+  }
+  loaded = { llama, model, context, slots, modelFile: spec.path };
+  const usage = model.memoryUsage;
+  send({
+    type: "loaded",
+    info: {
+      contextSize: context.contextSize,
+      trainContextSize: model.trainContextSize,
+      sequences: spec.sequences,
+      ramBytes: usage.ram + context.stateSize,
+      vramBytes: usage.vram,
+      gpu: llama.gpu,
+      gpuLayers: model.gpuLayers,
+      threads: spec.threads,
+      hasChatTemplate: typeof model.fileInfo.metadata.tokenizer?.chat_template === "string",
+      embeddingLength: model.embeddingVectorSize,
+    },
+  });
+}
+
+/** Tokens to evaluate for a job, without the BOS that LlamaCompletion prepends itself. */
+function promptTokens(l: Loaded, job: GenerateJob): { tokens: Token[]; stopTriggers: LlamaText[] } {
+  const { model } = l;
+  if (job.prompt.kind === "text") {
+    const tokens = [...((job.prompt.context ?? []) as Token[]), ...model.tokenize(job.prompt.text, true)];
+    return { tokens, stopTriggers: [] };
+  }
+  const wrapper = resolveChatWrapper(model);
+  const history: ChatHistoryItem[] = job.prompt.turns.map(toHistoryItem);
+  history.push({ type: "model", response: [] });
+  const state = wrapper.generateContextState({ chatHistory: history });
+  let tokens = state.contextText.tokenize(model.tokenizer);
+  if (tokens[0] !== undefined && tokens[0] === model.tokens.bos) tokens = tokens.slice(1);
+  return { tokens: [...((job.prompt.context ?? []) as Token[]), ...tokens], stopTriggers: state.stopGenerationTriggers };
+}
+
+function toHistoryItem(turn: ChatTurn): ChatHistoryItem {
+  if (turn.role === "system") return { type: "system", text: turn.content };
+  if (turn.role === "assistant") return { type: "model", response: [turn.content] };
+  return { type: "user", text: turn.content };
+}
+
+/** The free slot whose evaluated tokens share the longest prefix with `tokens` (the prompt cache). */
+function pickSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: number } | undefined {
+  let best: { slot: Slot; cached: number } | undefined;
+  for (const slot of l.slots) {
+    if (slot.busy) continue;
+    const cached = commonPrefix(slot.sequence.contextTokens, tokens);
+    if (!best || cached > best.cached || (cached === best.cached && slot.lastUsed < best.slot.lastUsed)) best = { slot, cached };
+  }
+  return best;
+}
+
+function commonPrefix(a: readonly Token[], b: readonly Token[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+async function grammarFor(l: Loaded, job: GenerateJob): Promise<LlamaGrammar | undefined> {
+  if (!job.grammar) return undefined;
+  if (job.grammar.kind === "json") return l.llama.getGrammarFor("json");
+  // The schema type is node-llama-cpp's GbnfJsonSchema; it rejects what it cannot express.
+  return l.llama.createGrammarForJsonSchema(job.grammar.schema as Parameters<Llama["createGrammarForJsonSchema"]>[0]);
+}
+
+async function generate(id: number, job: GenerateJob): Promise<void> {
+  const l = loaded;
+  if (!l) return send({ type: "failed", id, kind: "other", message: "model is not loaded" });
+  const abort = new AbortController();
+  jobs.set(id, abort);
+  let slot: Slot | undefined;
+  try {
+    let grammar: LlamaGrammar | undefined;
+    try {
+      grammar = await grammarFor(l, job);
+    } catch (err) {
+      return send({ type: "failed", id, kind: "invalid", message: `invalid format schema: ${clientSafe(err)}` });
+    }
+    const { tokens: all, stopTriggers } = promptTokens(l, job);
+    const bos = l.model.tokens.bos;
+    const hasBos = bos !== null && l.model.tokens.shouldPrependBosToken;
+    const contextSize = l.context.contextSize;
+    const shift = Math.max(1, Math.floor(contextSize / 10));
+    const maxInput = Math.max(1, contextSize - shift - (hasBos ? 1 : 0));
+    const truncatedTokens = Math.max(0, all.length - maxInput);
+    const tokens = truncatedTokens > 0 ? all.slice(truncatedTokens) : all;
+    const evaluated = hasBos && bos !== null ? [bos, ...tokens] : tokens;
+    const picked = pickSlot(l, evaluated);
+    if (!picked) return send({ type: "failed", id, kind: "other", message: "no free slot in the runner" });
+    slot = picked.slot;
+    slot.busy = true;
+    slot.lastUsed = ++useCounter;
+    // LlamaCompletion re-evaluates at least the last prompt token, so at most length-1 come from cache.
+    const cached = Math.min(picked.cached, evaluated.length - 1);
+    const generated: Token[] = [];
+    const start = process.hrtime.bigint();
+    let firstToken: bigint | undefined;
+    const s = job.sampling;
+    const repeatActive = s.repeatLastN !== 0 && (s.repeatPenalty !== 1 || s.presencePenalty !== 0 || s.frequencyPenalty !== 0);
+    const result = await slot.completion.generateCompletionWithMeta(tokens, {
+      signal: abort.signal,
+      stopOnAbortSignal: true,
+      ...(job.fillContext ? { disableContextShift: true } : {}),
+      ...(job.maxTokens !== undefined ? { maxTokens: job.maxTokens } : {}),
+      temperature: s.temperature,
+      topK: s.topK,
+      topP: s.topP,
+      minP: s.minP,
+      ...(s.seed !== undefined ? { seed: s.seed } : {}),
+      repeatPenalty: repeatActive
+        ? {
+            lastTokens: s.repeatLastN < 0 ? contextSize : s.repeatLastN,
+            penalty: s.repeatPenalty,
+            presencePenalty: s.presencePenalty,
+            frequencyPenalty: s.frequencyPenalty,
+            penalizeNewLine: s.penalizeNewline,
+          }
+        : false,
+      ...(grammar ? { grammar } : {}),
+      customStopTriggers: [...job.stop, ...stopTriggers],
+      onToken: (t) => {
+        firstToken ??= process.hrtime.bigint();
+        generated.push(...t);
+      },
+      onTextChunk: (text) => {
+        if (text) send({ type: "chunk", id, text });
+      },
+    });
+    const end = process.hrtime.bigint();
+    const firstAt = firstToken ?? end;
+    const reason = result.metadata.stopReason;
+    const stats: GenerateStats = {
+      promptTokens: evaluated.length,
+      promptEvalCount: evaluated.length - cached,
+      promptEvalNs: Number(firstAt - start),
+      evalCount: generated.length,
+      evalNs: Number(end - firstAt),
+      doneReason: reason === "abort" ? "cancelled" : reason === "maxTokens" ? "length" : "stop",
+      context: [...tokens, ...generated],
+      truncatedTokens,
+    };
+    send({ type: "done", id, stats });
+  } catch (err) {
+    const oom = err instanceof InsufficientMemoryError || /out of memory/i.test(String(err));
+    log("error", "generation failed", { err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
+    send({ type: "failed", id, kind: oom ? "memory" : "other", message: oom ? "out of memory" : clientSafe(err, l.modelFile) });
+  } finally {
+    if (slot) slot.busy = false;
+    jobs.delete(id);
+  }
+}
+
+async function unload(): Promise<void> {
+  for (const abort of jobs.values()) abort.abort();
+  const l = loaded;
+  loaded = undefined;
+  if (l) {
+    await l.context.dispose().catch(() => undefined);
+    await l.model.dispose().catch(() => undefined);
+    await l.llama.dispose().catch(() => undefined);
+  }
+}
+
+async function exitCleanly(code: number): Promise<void> {
+  await unload();
+  process.exit(code);
+}
+
+function onMessage(msg: ToRunner): void {
+  switch (msg.type) {
+    case "load":
+      void load(msg.spec);
+      break;
+    case "generate":
+      void generate(msg.id, msg.job);
+      break;
+    case "cancel":
+      jobs.get(msg.id)?.abort();
+      break;
+    case "unload":
+      void exitCleanly(0);
+      break;
+  }
+}
+
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+  process.on(signal, () => log("debug", `runner ignored ${signal}; it stops when the daemon tells it to`));
+}
+process.on("message", (msg) => onMessage(msg as ToRunner));
+// The daemon is gone (crashed, SIGKILLed): nobody can use this model any more.
+process.on("disconnect", () => void exitCleanly(0));

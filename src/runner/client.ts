@@ -1,0 +1,222 @@
+/**
+ * Parent side of a runner: forks the child, loads the model, runs jobs, and turns every way a
+ * child can fail (load error, timeout, crash, signal) into the contract's typed errors.
+ */
+import { fork, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { createInterface } from "node:readline";
+import type { Logger } from "pino";
+import { BadRequestError, ModelLoadError, ModelRunError } from "../errors.js";
+import { formatBytes } from "../units.js";
+import type { FromRunner, GenerateJob, GenerateStats, LoadSpec, RunnerFailureKind, RunnerInfo, ToRunner } from "./protocol.js";
+
+/** Path of the compiled child entry. Under a TypeScript loader (tests) the compiled file in dist/ is used. */
+export function childEntry(): string {
+  const here = fileURLToPath(import.meta.url);
+  if (here.endsWith(".js")) return here.replace(/client\.js$/, "child.js");
+  const compiled = fileURLToPath(new URL("../../dist/src/runner/child.js", import.meta.url));
+  if (!existsSync(compiled)) throw new Error(`runner entry ${compiled} is missing: run 'npm run build' first`);
+  return compiled;
+}
+
+export interface RunnerOptions {
+  /** Model name for messages (`failed to load model '<name>'`). */
+  name: string;
+  log: Logger;
+  /** A load that reports no progress for this long is abandoned and the child killed. */
+  loadTimeoutMs: number;
+}
+
+interface PendingJob {
+  onChunk: (text: string) => void;
+  resolve: (stats: GenerateStats) => void;
+  reject: (err: Error) => void;
+}
+
+/** One runner child process holding one loaded model. */
+export class Runner {
+  readonly info: RunnerInfo;
+  private readonly jobs = new Map<number, PendingJob>();
+  private nextId = 1;
+  private exited = false;
+  private stopping = false;
+  /** Called once when the child exits without being asked to. */
+  onCrash: ((reason: string) => void) | undefined;
+
+  private constructor(
+    private readonly child: ChildProcess,
+    info: RunnerInfo,
+    private readonly options: RunnerOptions,
+  ) {
+    this.info = info;
+    child.on("message", (msg: FromRunner) => this.onMessage(msg));
+    child.on("exit", (code, signal) => this.onExit(code, signal));
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  get alive(): boolean {
+    return !this.exited;
+  }
+
+  /** Forks a child and loads the model; rejects with {@link ModelLoadError} on any failure. */
+  static async start(spec: LoadSpec, options: RunnerOptions): Promise<Runner> {
+    const child = fork(childEntry(), [], {
+      // UV_THREADPOOL_SIZE=1 pins llama.cpp's decode calls to one libuv thread, which doubles
+      // decode speed on small machines (../shared/notes/engine-speed.md). It must be set before Node starts.
+      env: { ...process.env, UV_THREADPOOL_SIZE: "1" },
+      execArgv: [],
+      stdio: ["ignore", "pipe", "pipe", "ipc"],
+      serialization: "json",
+      // A process group of its own: Ctrl+C in a terminal or a group-wide signal reaches the daemon,
+      // which then stops its runners in order, instead of killing them mid-generation.
+      detached: true,
+    });
+    forwardOutput(child, options.log);
+    const info = await waitForLoad(child, spec, options);
+    return new Runner(child, info, options);
+  }
+
+  /** Runs one generation; `onChunk` receives text as it is produced. Aborting `signal` cancels it. */
+  generate(job: GenerateJob, onChunk: (text: string) => void, signal?: AbortSignal): Promise<GenerateStats> {
+    if (this.exited) return Promise.reject(new ModelRunError("the model runner is not running"));
+    const id = this.nextId++;
+    return new Promise<GenerateStats>((resolve, reject) => {
+      const onAbort = () => this.send({ type: "cancel", id });
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const cleanup = () => signal?.removeEventListener("abort", onAbort);
+      this.jobs.set(id, {
+        onChunk,
+        resolve: (stats) => (cleanup(), resolve(stats)),
+        reject: (err) => (cleanup(), reject(err)),
+      });
+      this.send({ type: "generate", id, job });
+      if (signal?.aborted) onAbort();
+    });
+  }
+
+  /** Asks the child to dispose the model and exit; kills it if it does not within `timeoutMs`. */
+  async stop(timeoutMs = 10_000): Promise<void> {
+    if (this.exited) return;
+    this.stopping = true;
+    const exited = new Promise<void>((resolve) => this.child.once("exit", () => resolve()));
+    this.send({ type: "unload" });
+    const timer = setTimeout(() => {
+      this.options.log.warn({ pid: this.pid }, "runner did not exit after unload; killing it");
+      this.child.kill("SIGKILL");
+    }, timeoutMs);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  /** Kills the child at once (second signal, load timeout). */
+  kill(): void {
+    if (!this.exited) this.child.kill("SIGKILL");
+  }
+
+  private send(msg: ToRunner): void {
+    if (!this.exited && this.child.connected) this.child.send(msg);
+  }
+
+  private onMessage(msg: FromRunner): void {
+    switch (msg.type) {
+      case "chunk":
+        this.jobs.get(msg.id)?.onChunk(msg.text);
+        break;
+      case "done":
+        this.jobs.get(msg.id)?.resolve(msg.stats);
+        this.jobs.delete(msg.id);
+        break;
+      case "failed":
+        this.jobs.get(msg.id)?.reject(jobError(msg.kind, msg.message));
+        this.jobs.delete(msg.id);
+        break;
+      case "log":
+        this.options.log[msg.level]({ runner: this.pid, ...msg.data }, msg.msg);
+        break;
+      default:
+        break;
+    }
+  }
+
+  private onExit(code: number | null, signal: NodeJS.Signals | null): void {
+    this.exited = true;
+    const how = signal ? `signal ${signal}` : `exit status ${code}`;
+    for (const job of this.jobs.values()) job.reject(new ModelRunError(`the model runner stopped unexpectedly (${how})`));
+    this.jobs.clear();
+    if (!this.stopping) {
+      this.options.log.error({ pid: this.pid, code, signal, model: this.options.name }, "runner exited unexpectedly");
+      this.onCrash?.(how);
+    }
+  }
+}
+
+function jobError(kind: RunnerFailureKind, message: string): Error {
+  if (kind === "invalid") return new BadRequestError(message);
+  if (kind === "memory") return new ModelRunError("out of memory");
+  return new ModelRunError(message);
+}
+
+function loadError(name: string, kind: RunnerFailureKind, message: string): ModelLoadError {
+  if (kind === "corrupt") return new ModelLoadError(name, `corrupt model file: ${message}`);
+  if (kind === "memory") return new ModelLoadError(name, `not enough memory to load the model (${message})`);
+  return new ModelLoadError(name, message);
+}
+
+function waitForLoad(child: ChildProcess, spec: LoadSpec, options: RunnerOptions): Promise<RunnerInfo> {
+  return new Promise<RunnerInfo>((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
+    const fail = (err: ModelLoadError) => {
+      finish();
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      reject(err);
+    };
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        options.log.error({ model: options.name, timeoutMs: options.loadTimeoutMs }, "model load made no progress; killing its runner");
+        fail(new ModelLoadError(options.name, `timed out after ${Math.round(options.loadTimeoutMs / 1000)}s without progress`));
+      }, options.loadTimeoutMs);
+    };
+    const onMessage = (msg: FromRunner) => {
+      if (msg.type === "progress") arm();
+      else if (msg.type === "loaded") {
+        finish();
+        options.log.info({ model: options.name, pid: child.pid, ram: formatBytes(msg.info.ramBytes), contextSize: msg.info.contextSize, sequences: msg.info.sequences, gpu: msg.info.gpu, threads: msg.info.threads }, "model loaded");
+        resolve(msg.info);
+      } else if (msg.type === "load-failed") {
+        options.log.error({ model: options.name, kind: msg.kind, detail: msg.message }, "model failed to load");
+        fail(loadError(options.name, msg.kind, msg.message));
+      } else if (msg.type === "log") options.log[msg.level]({ runner: child.pid, ...msg.data }, msg.msg);
+    };
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
+      options.log.error({ model: options.name, code, signal }, "runner exited while loading the model");
+      fail(new ModelLoadError(options.name, `the model runner exited while loading (${signal ? `signal ${signal}` : `exit status ${code}`})`));
+    };
+    const onError = (err: Error) => fail(new ModelLoadError(options.name, `could not start the model runner: ${err.message}`, err));
+    function finish() {
+      clearTimeout(timer);
+      child.off("message", onMessage);
+      child.off("exit", onExit);
+      child.off("error", onError);
+    }
+    child.on("message", onMessage);
+    child.on("exit", onExit);
+    child.on("error", onError);
+    arm();
+    child.send({ type: "load", spec } satisfies ToRunner);
+  });
+}
+
+/** Lines a child prints outside the protocol (native libraries write to stderr) go to the log. */
+function forwardOutput(child: ChildProcess, log: Logger): void {
+  for (const [stream, level] of [[child.stdout, "debug"], [child.stderr, "warn"]] as const) {
+    if (!stream) continue;
+    createInterface({ input: stream }).on("line", (line) => {
+      if (line.trim()) log[level]({ runner: child.pid }, `runner output: ${line}`);
+    });
+  }
+}

@@ -1,0 +1,363 @@
+/**
+ * The scheduler (DESIGN §1): which models are loaded, which request runs where, and when a
+ * model goes away.
+ *
+ * - Each loaded model is one runner with `numParallel` slots (sequences of one context).
+ * - A request that finds no free slot waits in one bounded FIFO queue (`maxQueue`; beyond → 503).
+ * - One load at a time. When `maxLoaded` models are resident, the least recently used idle
+ *   model is evicted to make room; if none is idle, the request waits.
+ * - After its last request a model stays loaded for its keep-alive (per request or the default),
+ *   then unloads; 0 unloads at once, negative never.
+ * - A runner that crashes is dropped; its requests fail with a 500 and the next request reloads.
+ */
+import type { Logger } from "pino";
+import { ServiceBusyError, ShuttingDownError } from "../errors.js";
+import type { ResolvedModel } from "../models/store.js";
+import type { LoadSpec, RunnerGpu } from "../runner/protocol.js";
+import { Runner } from "../runner/client.js";
+
+export interface SchedulerOptions {
+  log: Logger;
+  numParallel: number;
+  /** 0 = auto: 1 on CPU (3 per GPU once GPU runners are detected). */
+  maxLoaded: number;
+  maxQueue: number;
+  defaultKeepAliveMs: number;
+  defaultContextLength: number;
+  threads: number;
+  gpu: RunnerGpu;
+  loadTimeoutMs: number;
+  /** Starts a runner; tests may replace it. */
+  startRunner?: (spec: LoadSpec, model: ResolvedModel) => Promise<Runner>;
+}
+
+export interface AcquireOptions {
+  /** Keep-alive requested by this request (ms); undefined = the default. */
+  keepAliveMs?: number | undefined;
+  /** Context length requested (num_ctx); undefined = the default. */
+  numCtx?: number | undefined;
+  /** GPU layers requested (num_gpu). */
+  numGpu?: number | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+/** A slot of a loaded model, held by one request until `release()`. */
+export interface Lease {
+  readonly runner: Runner;
+  readonly model: ResolvedModel;
+  /** Nanoseconds this request spent waiting for the model to load (0 when it was loaded). */
+  readonly loadNs: number;
+  release(): void;
+}
+
+interface Loaded {
+  model: ResolvedModel;
+  runner: Runner;
+  spec: LoadSpec;
+  active: number;
+  keepAliveMs: number;
+  expiresAt: Date | undefined;
+  timer: NodeJS.Timeout | undefined;
+  lastUsed: number;
+}
+
+interface Waiter {
+  model: ResolvedModel;
+  options: AcquireOptions;
+  queuedAt: bigint;
+  resolve: (lease: Lease) => void;
+  reject: (err: unknown) => void;
+  onAbort: () => void;
+}
+
+/** What `/api/ps` shows for each loaded model. */
+export interface LoadedModelInfo {
+  model: ResolvedModel;
+  expiresAt: Date | undefined;
+  ramBytes: number;
+  vramBytes: number;
+  contextLength: number;
+  active: number;
+  pid: number | undefined;
+}
+
+export class Scheduler {
+  private readonly loaded = new Map<string, Loaded>();
+  private readonly waiting: Waiter[] = [];
+  private loading: { key: string; promise: Promise<void> } | undefined;
+  private accepting = true;
+  private useCounter = 0;
+  private readonly idleWaiters = new Set<() => void>();
+
+  constructor(private readonly options: SchedulerOptions) {}
+
+  /** Models resident at most at once. */
+  get maxLoaded(): number {
+    return this.options.maxLoaded > 0 ? this.options.maxLoaded : 1;
+  }
+
+  /** Requests waiting for a slot or a load. */
+  get queueDepth(): number {
+    return this.waiting.length;
+  }
+
+  /** Waits for a free slot of `model`, loading it if needed. */
+  acquire(model: ResolvedModel, options: AcquireOptions = {}): Promise<Lease> {
+    if (!this.accepting) return Promise.reject(new ShuttingDownError());
+    if (options.signal?.aborted) return Promise.reject(options.signal.reason);
+    const ready = this.tryGrant(model, options, process.hrtime.bigint());
+    if (ready) return Promise.resolve(ready);
+    // Admission fails fast instead of queueing without bound.
+    if (this.waiting.length >= this.options.maxQueue) return Promise.reject(new ServiceBusyError());
+    return new Promise<Lease>((resolve, reject) => {
+      const waiter: Waiter = {
+        model,
+        options,
+        queuedAt: process.hrtime.bigint(),
+        resolve,
+        reject,
+        onAbort: () => {
+          // Cancelled while queued: leave no trace in the queue.
+          const i = this.waiting.indexOf(waiter);
+          if (i >= 0) this.waiting.splice(i, 1);
+          reject(options.signal?.reason);
+          this.pump();
+        },
+      };
+      options.signal?.addEventListener("abort", waiter.onAbort, { once: true });
+      this.waiting.push(waiter);
+      this.pump();
+    });
+  }
+
+  /** Unloads a model now if it is idle, else as soon as its last request finishes (keep_alive 0). */
+  async unload(key: string): Promise<void> {
+    const entry = this.loaded.get(key);
+    if (!entry) return;
+    entry.keepAliveMs = 0;
+    if (entry.active === 0) await this.evict(entry);
+  }
+
+  /** Loaded models, most recently used first. */
+  list(): LoadedModelInfo[] {
+    return [...this.loaded.values()]
+      .sort((a, b) => b.lastUsed - a.lastUsed)
+      .map((e) => ({
+        model: e.model,
+        expiresAt: e.expiresAt,
+        ramBytes: e.runner.info.ramBytes,
+        vramBytes: e.runner.info.vramBytes,
+        contextLength: e.runner.info.contextSize,
+        active: e.active,
+        pid: e.runner.pid,
+      }));
+  }
+
+  /** True while any request holds a slot of the model with this key. */
+  inUse(key: string): boolean {
+    return (this.loaded.get(key)?.active ?? 0) > 0 || this.waiting.some((w) => w.model.key === key);
+  }
+
+  /** Shutdown step 1: new requests get 503; queued ones are refused too. */
+  stopAccepting(): void {
+    this.accepting = false;
+    for (const w of this.waiting.splice(0)) {
+      w.options.signal?.removeEventListener("abort", w.onAbort);
+      w.reject(new ShuttingDownError());
+    }
+  }
+
+  /** Shutdown step 2: resolves when no request holds a slot. */
+  drain(): Promise<void> {
+    if (this.activeTotal() === 0 && !this.loading) return Promise.resolve();
+    return new Promise((resolve) => {
+      const check = () => {
+        if (this.activeTotal() === 0 && !this.loading) {
+          this.idleWaiters.delete(check);
+          resolve();
+        }
+      };
+      this.idleWaiters.add(check);
+    });
+  }
+
+  /** Shutdown step 3: every runner disposes its model and exits. */
+  async unloadAll(): Promise<void> {
+    await this.loading?.promise.catch(() => undefined);
+    await Promise.all([...this.loaded.values()].map((e) => this.evict(e)));
+  }
+
+  private activeTotal(): number {
+    let n = 0;
+    for (const e of this.loaded.values()) n += e.active;
+    return n;
+  }
+
+  /** A lease on a free slot of an already loaded, matching runner; undefined if there is none. */
+  private tryGrant(model: ResolvedModel, options: AcquireOptions, queuedAt: bigint, loadNs = 0): Lease | undefined {
+    const entry = this.loaded.get(model.key);
+    if (!entry || !entry.runner.alive || entry.model.digest !== model.digest) return undefined;
+    if (!this.specMatches(entry.spec, model, options)) return undefined;
+    if (entry.active >= entry.spec.sequences) return undefined;
+    entry.active++;
+    entry.lastUsed = ++this.useCounter;
+    clearTimeout(entry.timer);
+    entry.timer = undefined;
+    entry.expiresAt = undefined;
+    if (options.keepAliveMs !== undefined) entry.keepAliveMs = options.keepAliveMs;
+    let released = false;
+    const waitedNs = loadNs > 0 ? Number(process.hrtime.bigint() - queuedAt) : 0;
+    return {
+      runner: entry.runner,
+      model: entry.model,
+      loadNs: waitedNs,
+      release: () => {
+        if (released) return;
+        released = true;
+        this.release(entry);
+      },
+    };
+  }
+
+  private release(entry: Loaded): void {
+    entry.active--;
+    if (entry.active === 0 && this.loaded.get(entry.model.key) === entry) this.scheduleExpiry(entry);
+    this.pump();
+    for (const check of [...this.idleWaiters]) check();
+  }
+
+  private scheduleExpiry(entry: Loaded): void {
+    const ms = entry.keepAliveMs;
+    if (ms < 0) {
+      entry.expiresAt = undefined;
+      return;
+    }
+    if (ms === 0) {
+      void this.evict(entry);
+      return;
+    }
+    entry.expiresAt = new Date(Date.now() + ms);
+    // Timers over ~24.8 days overflow; such keep-alives are effectively forever.
+    if (ms < 2 ** 31 - 1) {
+      entry.timer = setTimeout(() => {
+        if (entry.active === 0) void this.evict(entry);
+      }, ms);
+      entry.timer.unref();
+    }
+  }
+
+  private specFor(model: ResolvedModel, options: AcquireOptions): LoadSpec {
+    const numCtx = options.numCtx ?? numberParam(model.params.num_ctx) ?? this.options.defaultContextLength;
+    const numGpu = options.numGpu ?? numberParam(model.params.num_gpu);
+    return {
+      path: model.modelPath,
+      contextSize: numCtx,
+      sequences: this.options.numParallel,
+      threads: this.options.threads,
+      gpu: this.options.gpu,
+      gpuLayers: numGpu !== undefined && numGpu >= 0 ? numGpu : undefined,
+    };
+  }
+
+  private specMatches(spec: LoadSpec, model: ResolvedModel, options: AcquireOptions): boolean {
+    const wanted = this.specFor(model, options);
+    return wanted.contextSize === spec.contextSize && wanted.gpuLayers === spec.gpuLayers;
+  }
+
+  /** Grants what can be granted, starts at most one load, evicts idle models to make room. */
+  private pump(): void {
+    for (let i = 0; i < this.waiting.length; ) {
+      const w = this.waiting[i]!;
+      const lease = this.tryGrant(w.model, w.options, w.queuedAt);
+      if (lease) {
+        this.waiting.splice(i, 1);
+        w.options.signal?.removeEventListener("abort", w.onAbort);
+        w.resolve(lease);
+      } else i++;
+    }
+    if (this.loading) return;
+    const next = this.waiting.find((w) => {
+      const entry = this.loaded.get(w.model.key);
+      return !entry || !entry.runner.alive || entry.model.digest !== w.model.digest || !this.specMatches(entry.spec, w.model, w.options);
+    });
+    if (!next) return;
+    const stale = this.loaded.get(next.model.key);
+    if (stale) {
+      // Loaded with other options (num_ctx, num_gpu) or an older digest: reload once it is idle.
+      if (stale.active > 0) return;
+      this.loading = { key: next.model.key, promise: this.evict(stale).then(() => this.finishLoad()) };
+      return;
+    }
+    if (this.loaded.size >= this.maxLoaded) {
+      const idle = [...this.loaded.values()].filter((e) => e.active === 0).sort((a, b) => a.lastUsed - b.lastUsed)[0];
+      if (!idle) return; // every resident model is busy: wait for a release
+      this.loading = { key: next.model.key, promise: this.evict(idle).then(() => this.finishLoad()) };
+      return;
+    }
+    this.startLoad(next);
+  }
+
+  private finishLoad(): void {
+    this.loading = undefined;
+    this.pump();
+    for (const check of [...this.idleWaiters]) check();
+  }
+
+  private startLoad(first: Waiter): void {
+    const model = first.model;
+    const spec = this.specFor(model, first.options);
+    const started = process.hrtime.bigint();
+    const start = this.options.startRunner ?? ((s: LoadSpec, m: ResolvedModel) => Runner.start(s, { name: m.display, log: this.options.log, loadTimeoutMs: this.options.loadTimeoutMs }));
+    const promise = start(spec, model).then(
+      (runner) => {
+        const entry: Loaded = { model, runner, spec, active: 0, keepAliveMs: this.options.defaultKeepAliveMs, expiresAt: undefined, timer: undefined, lastUsed: ++this.useCounter };
+        runner.onCrash = () => this.dropCrashed(entry);
+        this.loaded.set(model.key, entry);
+        const loadNs = Number(process.hrtime.bigint() - started);
+        // Grant the waiters of this model first so they can report load_duration.
+        for (let i = 0; i < this.waiting.length; ) {
+          const w = this.waiting[i]!;
+          const lease = w.model.key === model.key ? this.tryGrant(w.model, w.options, w.queuedAt, loadNs) : undefined;
+          if (lease) {
+            this.waiting.splice(i, 1);
+            w.options.signal?.removeEventListener("abort", w.onAbort);
+            w.resolve(lease);
+          } else i++;
+        }
+        if (entry.active === 0) this.scheduleExpiry(entry);
+      },
+      (err: unknown) => {
+        // The load failed: every request waiting for this model gets the same error.
+        for (let i = 0; i < this.waiting.length; ) {
+          const w = this.waiting[i]!;
+          if (w.model.key === model.key) {
+            this.waiting.splice(i, 1);
+            w.options.signal?.removeEventListener("abort", w.onAbort);
+            w.reject(err);
+          } else i++;
+        }
+      },
+    );
+    this.loading = { key: model.key, promise: promise.then(() => this.finishLoad()) };
+  }
+
+  private dropCrashed(entry: Loaded): void {
+    if (this.loaded.get(entry.model.key) !== entry) return;
+    clearTimeout(entry.timer);
+    this.loaded.delete(entry.model.key);
+    this.options.log.warn({ model: entry.model.display }, "dropped crashed runner; the next request reloads the model");
+    this.pump();
+  }
+
+  private async evict(entry: Loaded): Promise<void> {
+    clearTimeout(entry.timer);
+    if (this.loaded.get(entry.model.key) === entry) this.loaded.delete(entry.model.key);
+    await entry.runner.stop();
+    this.options.log.info({ model: entry.model.display }, "model unloaded");
+    for (const check of [...this.idleWaiters]) check();
+  }
+}
+
+function numberParam(value: unknown): number | undefined {
+  return typeof value === "number" && Number.isFinite(value) ? value : undefined;
+}
