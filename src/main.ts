@@ -41,16 +41,26 @@ function usage(): string {
 
 Usage:
   lmd serve        Start the daemon (configured by SERVICE_* environment variables)
+  lmd gateway      Start the authenticating gateway (configured by GATEWAY_* variables)
   lmd version      Print the version
   lmd help         Show this help
 `;
 }
 
+/**
+ * Commands other than `serve` live in their own modules, loaded only when used, so the daemon
+ * never loads the CLI and the CLI never loads the daemon. Each module exports `run(argv)`.
+ */
+const COMMANDS: Record<string, () => Promise<{ run(argv: string[]): Promise<void> }>> = {
+  // gateway: () => import("./gateway/main.js"),
+};
+
 async function main(argv: string[]): Promise<void> {
-  const [command] = argv;
+  const [command, ...rest] = argv;
+  if (command === "serve") return serve();
+  const load = command === undefined ? undefined : COMMANDS[command];
+  if (load) return (await load()).run(rest);
   switch (command) {
-    case "serve":
-      return serve();
     case "version":
     case "--version":
     case "-v":
