@@ -1,0 +1,143 @@
+/**
+ * Writing responses: whole JSON/text bodies, NDJSON and SSE streams, and the client-gone signal.
+ */
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
+
+const JSON_TYPE = "application/json; charset=utf-8";
+const NDJSON_TYPE = "application/x-ndjson";
+const SSE_TYPE = "text/event-stream";
+
+/** Sends `body` as JSON with its length; for HEAD only the headers. */
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: OutgoingHttpHeaders = {}): void {
+  send(res, status, JSON.stringify(body), { ...headers, "content-type": JSON_TYPE });
+}
+
+/** Sends plain text (`text/plain; charset=utf-8`); for HEAD only the headers. */
+export function sendText(res: ServerResponse, status: number, text: string, headers: OutgoingHttpHeaders = {}): void {
+  send(res, status, text, { "content-type": "text/plain; charset=utf-8", ...headers });
+}
+
+/** Sends a status with no body (`content-length: 0`, except on 204/304 which carry none). */
+export function sendEmpty(res: ServerResponse, status: number, headers: OutgoingHttpHeaders = {}): void {
+  const length = status === 204 || status === 304 ? {} : { "content-length": 0 };
+  res.writeHead(status, { ...headers, ...length });
+  res.end();
+}
+
+function send(res: ServerResponse, status: number, text: string, headers: OutgoingHttpHeaders): void {
+  const body = Buffer.from(text, "utf8");
+  res.writeHead(status, { ...headers, "content-length": body.length });
+  res.end(res.req?.method === "HEAD" ? undefined : body);
+}
+
+/**
+ * An abort signal for "the client went away": the response closed before it finished. (A request's
+ * own 'close' fires as soon as its body is read, so it cannot tell.) See DESIGN.md §4.
+ */
+export function clientGone(req: IncomingMessage, res: ServerResponse): AbortSignal {
+  const ac = new AbortController();
+  if (req.socket.destroyed) ac.abort();
+  else res.once("close", () => { if (!res.writableFinished) ac.abort(); });
+  return ac.signal;
+}
+
+/** Common part of the NDJSON and SSE streams: lazy 200 header, backpressure, end once. */
+abstract class EventStream {
+  private open = false;
+
+  constructor(protected readonly res: ServerResponse) {}
+
+  /** True once the 200 header was sent (an error can then only be the stream's last line). */
+  get started(): boolean {
+    return this.res.headersSent;
+  }
+
+  /** True when nothing more can be written (ended, or the client went away). */
+  get closed(): boolean {
+    return this.res.writableEnded || this.res.destroyed;
+  }
+
+  protected abstract headers(): OutgoingHttpHeaders;
+  protected abstract frame(obj: unknown): string;
+
+  /**
+   * Writes one event; the 200 header goes out with the first. Resolves when the socket can take
+   * more: a slow reader makes a fast generator wait here instead of filling memory.
+   * Resolves at once (writing nothing) when the client is gone; callers watch `ctx.signal` to stop.
+   */
+  write(obj: unknown): Promise<void> {
+    return this.writeRaw(this.frame(obj));
+  }
+
+  /** Writes `finalObj` (if given) and ends the response. Safe to call twice. */
+  end(finalObj?: unknown): void {
+    if (this.closed) return;
+    this.start();
+    this.res.end(finalObj === undefined ? undefined : this.frame(finalObj));
+  }
+
+  protected writeRaw(text: string): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.start();
+    if (this.res.write(text)) return Promise.resolve();
+    return waitForDrain(this.res);
+  }
+
+  private start(): void {
+    if (this.open || this.res.headersSent) return;
+    this.open = true;
+    // x-accel-buffering: tells nginx (a documented front end) not to buffer the stream.
+    this.res.writeHead(200, { ...this.headers(), "x-accel-buffering": "no" });
+  }
+}
+
+/** An NDJSON stream (`application/x-ndjson`): one JSON object per line. */
+export class NdjsonStream extends EventStream {
+  protected headers(): OutgoingHttpHeaders {
+    return { "content-type": NDJSON_TYPE };
+  }
+
+  protected frame(obj: unknown): string {
+    return `${JSON.stringify(obj)}\n`;
+  }
+}
+
+/** A server-sent-events stream (`text/event-stream`): `data: <json>` events, ended by `done()`. */
+export class SseStream extends EventStream {
+  protected headers(): OutgoingHttpHeaders {
+    return { "content-type": SSE_TYPE, "cache-control": "no-cache" };
+  }
+
+  protected frame(obj: unknown): string {
+    return `data: ${JSON.stringify(obj)}\n\n`;
+  }
+
+  /** Writes the OpenAI terminator `data: [DONE]` and ends the response. */
+  done(): void {
+    if (this.closed) return;
+    void this.writeRaw("data: [DONE]\n\n");
+    this.res.end();
+  }
+}
+
+/** Waits for 'drain', or for 'close' (a client that is gone never drains). */
+function waitForDrain(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off("drain", done).off("close", done);
+      resolve();
+    };
+    res.once("drain", done).once("close", done);
+  });
+}
+
+/**
+ * Ends a response whose 200 header is already out with the error as its last event: an NDJSON line
+ * `{"error": ...}`, or an SSE `data: {"error": ...}` event when the stream is `text/event-stream`.
+ */
+export function endStreamWithError(res: ServerResponse, message: string): void {
+  if (res.writableEnded || res.destroyed) return;
+  const type = String(res.getHeader("content-type") ?? "");
+  const body = JSON.stringify({ error: message });
+  res.end(type.startsWith(SSE_TYPE) ? `data: ${body}\n\n` : `${body}\n`);
+}

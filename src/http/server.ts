@@ -1,0 +1,172 @@
+/**
+ * The HTTP server: request id → logger → guards → route → handler, and the ONE place where a
+ * thrown error becomes a response (CONTRACT §3). One access-log line per request.
+ */
+import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import { randomBytes } from "node:crypto";
+import type { Duplex } from "node:stream";
+import { HttpError, ShuttingDownError, toErrorResponse } from "../errors.js";
+import type { Logger } from "../logger.js";
+import type { Guards } from "./guards.js";
+import { clientGone, endStreamWithError, sendJson } from "./respond.js";
+import type { RequestContext, Router } from "./router.js";
+
+/** What the access log (and a metrics hook) learns about each finished request. */
+export interface RequestInfo {
+  reqId: string;
+  remote: string | undefined;
+  method: string;
+  /** Path without the query string (it may hold secrets). */
+  path: string;
+  /** The matched route pattern, when one matched (bounded cardinality, for metrics). */
+  route: string | undefined;
+  status: number;
+  /** Bytes written to the socket for this response, headers included. */
+  bytes: number;
+  durationMs: number;
+  /** True when the client went away before the response finished. */
+  aborted: boolean;
+}
+
+/** Options of {@link createHttpServer}. */
+export interface HttpServerOptions {
+  router: Router;
+  guards: Guards;
+  log: Logger;
+  /** Largest JSON body (`SERVICE_MAX_BODY`); handed to handlers as `ctx.maxBodyBytes`. */
+  maxBodyBytes: number;
+  /** Called as each request arrives, before the guards (metrics: requests in flight). */
+  onRequestStart?: (ctx: RequestContext) => void;
+  /** Called once per request when its response finishes or closes (metrics). */
+  onResponse?: (info: RequestInfo) => void;
+}
+
+/** The server and its shutdown switch. */
+export interface HttpServer {
+  server: http.Server;
+  /** From now on every new request gets 503 `server is shutting down` (and the connection closes). */
+  startDraining(): void;
+  readonly draining: boolean;
+}
+
+/** Timeouts: headers must arrive quickly; streams may run long, so no whole-request limit. */
+export const SERVER_TIMEOUTS = { headersTimeoutMs: 30_000, requestTimeoutMs: 0, keepAliveTimeoutMs: 5_000 } as const;
+
+/** Creates (does not start) the daemon's HTTP server. */
+export function createHttpServer(options: HttpServerOptions): HttpServer {
+  let draining = false;
+  // requireHostHeader off: a missing Host is refused by the Host guard, with the contract's body.
+  const server = http.createServer({ requireHostHeader: false, noDelay: true }, (req, res) => {
+    handle(options, req, res, draining).catch((err: unknown) => {
+      // Only a bug in the error path itself lands here; never let it take the daemon down.
+      options.log.error({ err }, "failed to answer a request");
+      res.destroy();
+    });
+  });
+  server.headersTimeout = SERVER_TIMEOUTS.headersTimeoutMs;
+  server.requestTimeout = SERVER_TIMEOUTS.requestTimeoutMs;
+  server.keepAliveTimeout = SERVER_TIMEOUTS.keepAliveTimeoutMs;
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
+  return {
+    server,
+    startDraining: () => { draining = true; },
+    get draining() { return draining; },
+  };
+}
+
+async function handle(options: HttpServerOptions, req: IncomingMessage, res: ServerResponse, draining: boolean): Promise<void> {
+  const started = performance.now();
+  const id = requestId(req.headers["x-request-id"]);
+  const log = options.log.child({ reqId: id });
+  const url = parseUrl(req.url ?? "/");
+  const ctx: RequestContext = { req, res, url, params: {}, id, log, signal: clientGone(req, res), maxBodyBytes: options.maxBodyBytes };
+  let route: string | undefined;
+  res.setHeader("x-request-id", id);
+  logWhenDone(options, ctx, started, () => route);
+  options.onRequestStart?.(ctx);
+  try {
+    options.guards.checkHost(req);
+    if (options.guards.cors(req, res)) return;
+    if (draining) throw new ShuttingDownError();
+    const match = options.router.match(req.method ?? "GET", url.pathname);
+    route = match.route;
+    ctx.params = match.params;
+    await match.handler(ctx);
+    if (!res.headersSent) throw new Error(`handler for ${match.route} returned without responding`);
+  } catch (err) {
+    respondWithError(ctx, err, draining);
+  }
+}
+
+/** Turns any thrown value into the response (or the stream's last line) and logs it. */
+function respondWithError(ctx: RequestContext, err: unknown, draining: boolean): void {
+  const { req, res, log } = ctx;
+  const { status, body, headers } = toErrorResponse(err);
+  if (status >= 500 && !ctx.signal.aborted) log.error({ err, reqId: ctx.id, status }, "request failed");
+  else log.debug({ status, error: err instanceof HttpError ? err.message : String(err) }, "request refused");
+  if (res.destroyed) return;
+  if (res.headersSent) return endStreamWithError(res, body.error);
+  // An unread (or half-read) body would otherwise be read to its end to keep the connection alive.
+  const close = draining || !req.complete ? { connection: "close" } : {};
+  sendJson(res, status, body, { ...headers, ...close });
+}
+
+function logWhenDone(options: HttpServerOptions, ctx: RequestContext, started: number, route: () => string | undefined): void {
+  const { req, res, log } = ctx;
+  const socket = req.socket;
+  const before = socket.bytesWritten;
+  res.once("close", () => {
+    const info: RequestInfo = {
+      reqId: ctx.id,
+      remote: socket.remoteAddress,
+      method: req.method ?? "",
+      path: ctx.url.pathname,
+      route: route(),
+      status: res.statusCode,
+      bytes: socket.bytesWritten - before,
+      durationMs: Math.round((performance.now() - started) * 10) / 10,
+      aborted: !res.writableFinished,
+    };
+    const { route: _route, aborted, ...line } = info;
+    log.info(aborted ? { ...line, aborted } : line, "request");
+    options.onResponse?.(info);
+  });
+}
+
+/** Echoes a sane `x-request-id`; otherwise makes one up. */
+function requestId(header: string | string[] | undefined): string {
+  if (typeof header === "string" && /^[A-Za-z0-9._:@/+=-]{1,128}$/.test(header)) return header;
+  return randomBytes(8).toString("hex");
+}
+
+/**
+ * The request target as a URL. Origin-form targets are appended to a fixed base (never resolved
+ * against it, so `//x` stays a path); absolute-form targets keep only their path and query.
+ */
+function parseUrl(target: string): URL {
+  const base = "http://lmd.invalid";
+  try {
+    if (target.startsWith("/")) return new URL(base + target);
+    const abs = new URL(target);
+    return new URL(base + abs.pathname + abs.search);
+  } catch {
+    return new URL(`${base}/${encodeURIComponent(target)}`); // routes to a 404 naming the target
+  }
+}
+
+/** Node's own parse errors (bad request line, huge headers, timeouts) in the contract's body shape. */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === "ECONNRESET" || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [status, message] =
+    err.code === "HPE_HEADER_OVERFLOW" ? [431, "request header fields too large"]
+    : err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? [408, "request timeout"]
+    : [400, "bad request"];
+  const body = JSON.stringify({ error: message });
+  socket.end(
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ""}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
