@@ -12,32 +12,29 @@ const num = (minimum?: number, maximum?: number) => ({
 });
 const int = (minimum?: number, maximum?: number) => ({ ...num(minimum, maximum), type: "integer" });
 
-/** Integers a JSON number can carry exactly; larger seeds or counts are refused, not rounded. */
-const SAFE = Number.MAX_SAFE_INTEGER;
-
 export const optionsSchema = {
   type: "object",
   properties: {
-    num_keep: int(-1, SAFE),
-    seed: int(-SAFE, SAFE),
-    num_predict: int(-2, SAFE),
-    top_k: int(0, SAFE),
+    num_keep: int(-1),
+    seed: int(),
+    num_predict: int(-2),
+    top_k: int(0),
     top_p: num(0, 1),
     min_p: num(0, 1),
     typical_p: num(0, 1),
-    repeat_last_n: int(-1, SAFE),
+    repeat_last_n: int(-1),
     temperature: num(0, 2),
     repeat_penalty: num(0, 2),
     presence_penalty: num(-2, 2),
     frequency_penalty: num(-2, 2),
     penalize_newline: { type: "boolean" },
     stop: { type: ["string", "array"], items: { type: "string" }, maxItems: 16 },
-    num_ctx: int(1, SAFE),
-    num_batch: int(1, SAFE),
-    num_gpu: int(-1, SAFE),
-    main_gpu: int(0, SAFE),
+    num_ctx: int(1),
+    num_batch: int(1),
+    num_gpu: int(-1),
+    main_gpu: int(0),
     use_mmap: { type: "boolean" },
-    num_thread: int(0, SAFE),
+    num_thread: int(0),
   },
 } as const;
 

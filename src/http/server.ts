@@ -115,10 +115,12 @@ function logWhenDone(options: HttpServerOptions, ctx: RequestContext, started: n
   const { req, res, log } = ctx;
   const socket = req.socket;
   const before = socket.bytesWritten;
+  // Read now: once the socket is destroyed, remoteAddress is undefined.
+  const remote = socket.remoteAddress;
   res.once("close", () => {
     const info: RequestInfo = {
       reqId: ctx.id,
-      remote: socket.remoteAddress,
+      remote,
       method: req.method ?? "",
       path: ctx.url.pathname,
       route: route(),

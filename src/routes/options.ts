@@ -46,7 +46,8 @@ export function resolveOptions(modelParams: Record<string, unknown>, request: Mo
       topK: o.top_k,
       topP: o.top_p,
       minP: o.min_p,
-      seed: typeof o.seed === "number" && o.seed >= 0 ? o.seed : undefined,
+      // llama.cpp seeds are 32-bit; larger seeds wrap, negative ones mean "random" as in Ollama.
+      seed: typeof o.seed === "number" && o.seed >= 0 ? o.seed % 2 ** 32 : undefined,
       repeatPenalty: o.repeat_penalty,
       repeatLastN: o.repeat_last_n,
       presencePenalty: o.presence_penalty,

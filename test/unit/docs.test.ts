@@ -1,0 +1,47 @@
+/**
+ * docs/ stays true: the configuration table matches the code's variables and defaults, and the
+ * error table lists every message the error classes produce.
+ */
+import { readFile } from "node:fs/promises";
+import t from "tap";
+import { loadConfig, VARIABLES } from "../../src/config.js";
+import * as errors from "../../src/errors.js";
+
+const doc = (name: string) => readFile(new URL(`../../docs/${name}`, import.meta.url), "utf8");
+
+t.test("docs/configuration.md lists every variable with its default", async (t) => {
+  const text = await doc("configuration.md");
+  const rows = new Map<string, string>();
+  for (const m of text.matchAll(/^\| `(SERVICE_[A-Z_]+)` \| ([^|]+) \|/gm)) rows.set(m[1]!, m[2]!.trim());
+  t.same([...rows.keys()].sort(), Object.keys(VARIABLES).sort(), "the same variables");
+  for (const [name, spec] of Object.entries(VARIABLES)) {
+    const documented = rows.get(name) ?? "";
+    if (spec.default === "") t.match(documented, /^\(none\)$|^\(auto\)$|^`~\/\.lmd\/models`$/, `${name} has no fixed default`);
+    else t.equal(documented, `\`${spec.default}\``, `${name} default`);
+  }
+  // The documented defaults are the ones the code applies.
+  const c = loadConfig({});
+  t.equal(c.keepAliveMs, 300_000);
+  t.equal(c.maxBodyBytes, 8 * 1024 * 1024);
+});
+
+t.test("docs/errors.md lists every message shape of the error classes", async (t) => {
+  const text = await doc("errors.md");
+  const samples: [number, string][] = [
+    [new errors.ModelNotFoundError("<name>").status, new errors.ModelNotFoundError("<name>").message],
+    [new errors.MethodNotAllowedError("<M>", "<path>", []).status, new errors.MethodNotAllowedError("<M>", "<path>", []).message],
+    [new errors.ModelBusyError("<name>").status, new errors.ModelBusyError("<name>").message],
+    [new errors.BodyTooLargeError(0).status, new errors.BodyTooLargeError(0).message.replace("0", "<n>")],
+    [new errors.ModelLoadError("<name>", "<reason>").status, new errors.ModelLoadError("<name>", "<reason>").message],
+    [new errors.ModelRunError("<detail>").status, new errors.ModelRunError("<detail>").message],
+    [new errors.ServiceBusyError().status, new errors.ServiceBusyError().message],
+    [new errors.ShuttingDownError().status, new errors.ShuttingDownError().message],
+    [new errors.NoSpaceError().status, new errors.NoSpaceError().message],
+    [400, "prompt is required"],
+    [400, "model is required"],
+    [400, "missing request body"],
+  ];
+  for (const [status, message] of samples) {
+    t.ok(text.includes(`| ${status} |`) && text.includes(message), `${status} ${message}`);
+  }
+});
