@@ -11,7 +11,12 @@ import { Router } from "./http/router.js";
 import { createHttpServer } from "./http/server.js";
 import { ensureDemoModel } from "./models/demo.js";
 import { ModelStore } from "./models/store.js";
+import { blobRoutes } from "./routes/blobs.js";
+import { createRoutes } from "./routes/create.js";
 import { generateRoutes } from "./routes/generate.js";
+import { modelRoutes } from "./routes/models.js";
+import { pullRoutes } from "./routes/pull.js";
+import { pushRoutes } from "./routes/push.js";
 import { rootRoutes } from "./routes/root.js";
 import type { Services } from "./routes/services.js";
 import { Scheduler, type SchedulerOptions } from "./scheduler/scheduler.js";
@@ -55,6 +60,11 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
   const router = new Router();
   rootRoutes(router, services);
   generateRoutes(router, services);
+  modelRoutes(router, services);
+  blobRoutes(router, services);
+  createRoutes(router, services);
+  pullRoutes(router, services);
+  pushRoutes(router, services);
   const http = createHttpServer({ router, guards: createGuards(config), log, maxBodyBytes: config.maxBodyBytes });
   const { server } = http;
 

@@ -7,13 +7,16 @@
  * store and are renamed into place only after the digest is verified, so a crash or a full
  * disk never leaves a corrupt blob or manifest. Nothing resolves outside the store: names and
  * digests are validated, and symbolic links that lead out of it are refused.
+ *
+ * Listing, deleting and garbage collection live in store-admin.ts; blob streaming in blob-writer.ts.
  */
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
-import { pipeline } from "node:stream/promises";
+import type { Readable } from "node:stream";
 import { BadRequestError, ModelNotFoundError } from "../errors.js";
+import { writeStreamVerified } from "./blob-writer.js";
 import { displayName, manifestSegments, nameKey, parseModelName, printable, type ModelName } from "./names.js";
 
 export const MEDIA = {
@@ -70,8 +73,20 @@ export function digestHex(digest: string): string {
   return m[1];
 }
 
+/** True for a well-formed `sha256:<64 lower-case hex>`. */
+export function isDigest(value: unknown): value is string {
+  return typeof value === "string" && DIGEST.test(value);
+}
+
+/** Prefix of every temporary file; the writer's pid follows, so stale ones can be told apart. */
+export const TEMP_PREFIX = ".tmp-";
+/** Prefix of resumable partial downloads (kept across restarts; see registry-download.ts). */
+export const PARTIAL_PREFIX = ".partial-";
+
 export class ModelStore {
   readonly root: string;
+  /** Digests that an operation in progress is about to reference: garbage collection skips them. */
+  private readonly pins = new Map<string, number>();
 
   constructor(root: string) {
     this.root = path.resolve(root);
@@ -85,14 +100,27 @@ export class ModelStore {
     return path.join(this.root, "manifests");
   }
 
+  /** Creates the directories and removes temporary files left by processes that are gone. */
   async init(): Promise<void> {
     await fs.mkdir(this.blobsDir, { recursive: true });
     await fs.mkdir(this.manifestsDir, { recursive: true });
+    await this.removeStaleTemps();
   }
 
   /** Path of a blob; the digest is validated first. */
   blobPath(digest: string): string {
     return path.join(this.blobsDir, `sha256-${digestHex(digest)}`);
+  }
+
+  /** Path of the resumable partial download of a blob (`.json` beside it holds its progress). */
+  partialPath(digest: string): string {
+    return path.join(this.blobsDir, `${PARTIAL_PREFIX}sha256-${digestHex(digest)}`);
+  }
+
+  /** True when the blob is in the store (a regular file inside it). */
+  async hasBlob(digest: string): Promise<boolean> {
+    const stat = await fs.lstat(this.blobPath(digest)).catch(() => undefined);
+    return stat?.isFile() ?? false;
   }
 
   /** Resolves a model name; throws 400 for an invalid name and 404 when it is not in the store. */
@@ -124,6 +152,13 @@ export class ModelStore {
     };
   }
 
+  /** The manifest stored for a name, or undefined (400 for an invalid name). */
+  async findModel(input: string): Promise<{ name: ModelName; file: string; manifest: Manifest } | undefined> {
+    const name = parseModelName(input);
+    const file = await this.findManifest(name);
+    return file ? { name, file, manifest: await this.readManifest(file) } : undefined;
+  }
+
   /** True when the store has no manifest at all. */
   async isEmpty(): Promise<boolean> {
     const walk = async (dir: string): Promise<boolean> => {
@@ -141,7 +176,7 @@ export class ModelStore {
    * Finds the manifest file for a name: the exact path first, then a case-insensitive match
    * of each segment (Ollama matches names case-insensitively).
    */
-  private async findManifest(name: ModelName): Promise<string | undefined> {
+  async findManifest(name: ModelName): Promise<string | undefined> {
     let dir = this.manifestsDir;
     for (const segment of manifestSegments(name)) {
       const exact = path.join(dir, segment);
@@ -158,10 +193,12 @@ export class ModelStore {
     return stat?.isFile() ? this.insideStore(dir) : undefined;
   }
 
-  private async readManifest(file: string): Promise<Manifest> {
+  /** Reads and checks a manifest file: every digest must be well formed (no path tricks). */
+  async readManifest(file: string): Promise<Manifest> {
     const text = await fs.readFile(file, "utf8");
     const manifest = JSON.parse(text) as Manifest;
-    if (!manifest || !Array.isArray(manifest.layers) || !manifest.config) throw new Error(`malformed manifest ${file}`);
+    const bad = !manifest || typeof manifest !== "object" || !Array.isArray(manifest.layers) || !manifest.config;
+    if (bad || ![manifest.config, ...manifest.layers].every((l) => isDigest(l?.digest))) throw new Error(`malformed manifest ${file}`);
     return manifest;
   }
 
@@ -176,6 +213,11 @@ export class ModelStore {
     return text === undefined ? undefined : (JSON.parse(text) as Record<string, unknown>);
   }
 
+  /** Reads a blob as text (small layers: template, system, params, config). */
+  async readBlobText(digest: string): Promise<string> {
+    return fs.readFile(await this.insideStore(this.blobPath(digest)), "utf8");
+  }
+
   /** Resolves symbolic links and refuses any path that ends up outside the store. */
   async insideStore(file: string): Promise<string> {
     const [real, root] = await Promise.all([fs.realpath(file).catch(() => file), fs.realpath(this.root).catch(() => this.root)]);
@@ -188,53 +230,99 @@ export class ModelStore {
    * Used for models the daemon makes itself; uploads come through the blob endpoint.
    */
   async addBlobFromFile(file: string, mediaType: string): Promise<Layer> {
-    const tmp = this.tempPath();
-    const hash = createHash("sha256");
-    try {
-      await pipeline(createReadStream(file), async function* (source) {
-        for await (const chunk of source) {
-          hash.update(chunk as Buffer);
-          yield chunk;
-        }
-      }, (await fs.open(tmp, "wx")).createWriteStream());
-      const digest = `sha256:${hash.digest("hex")}`;
-      const { size } = await fs.stat(tmp);
-      await fs.rename(tmp, this.blobPath(digest));
-      return { mediaType, digest, size };
-    } finally {
-      await fs.rm(tmp, { force: true });
-    }
+    const { digest, size } = await this.addBlobFromStream(createReadStream(file));
+    return { mediaType, digest, size };
+  }
+
+  /**
+   * Streams `source` into the store as a blob: temporary file, sha256 while writing, fsync, then
+   * rename. With `expected`, a different digest is refused (400) and nothing is kept. `created`
+   * is false when the blob was already there. Any error (ENOSPC included) removes the temporary file.
+   */
+  async addBlobFromStream(source: Readable | AsyncIterable<Buffer>, expected?: string): Promise<{ digest: string; size: number; created: boolean }> {
+    if (expected !== undefined) digestHex(expected);
+    return writeStreamVerified(this, source, expected);
   }
 
   /** Writes a small blob (config, params, template) from memory. */
   async addBlob(content: string | Buffer, mediaType: string): Promise<Layer> {
     const data = typeof content === "string" ? Buffer.from(content) : content;
     const digest = `sha256:${createHash("sha256").update(data).digest("hex")}`;
-    await this.writeAtomic(this.blobPath(digest), data);
+    if (!(await this.hasBlob(digest))) await this.writeAtomic(this.blobPath(digest), data);
     return { mediaType, digest, size: data.length };
   }
 
-  /** Writes a manifest for `input` atomically. */
+  /** Writes a manifest for `input` atomically (over an existing one of the same name, whatever its case). */
   async writeManifest(input: string, manifest: Manifest): Promise<void> {
     const name = parseModelName(input);
-    const file = path.join(this.manifestsDir, ...manifestSegments(name));
+    const file = (await this.findManifest(name)) ?? path.join(this.manifestsDir, ...manifestSegments(name));
     await fs.mkdir(path.dirname(file), { recursive: true });
     await this.writeAtomic(file, Buffer.from(JSON.stringify(manifest)));
   }
 
   /** A temporary file name inside the store, so the final rename never crosses filesystems. */
   tempPath(): string {
-    return path.join(this.blobsDir, `.tmp-${process.pid}-${randomBytes(6).toString("hex")}`);
+    return path.join(this.blobsDir, `${TEMP_PREFIX}${process.pid}-${randomBytes(6).toString("hex")}`);
+  }
+
+  /**
+   * Marks digests as about to be referenced (a pull, create or copy in progress) so that a
+   * concurrent delete's garbage collection keeps them. Call the returned function when done.
+   */
+  pin(digests: readonly string[]): () => void {
+    for (const d of digests) this.pins.set(d, (this.pins.get(d) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      for (const d of digests) {
+        const n = (this.pins.get(d) ?? 1) - 1;
+        if (n <= 0) this.pins.delete(d);
+        else this.pins.set(d, n);
+      }
+    };
+  }
+
+  /** True while an operation in progress has pinned the digest. */
+  isPinned(digest: string): boolean {
+    return this.pins.has(digest);
   }
 
   private async writeAtomic(file: string, data: Buffer): Promise<void> {
     const tmp = this.tempPath();
     try {
-      await fs.writeFile(tmp, data, { flag: "wx" });
+      const fh = await fs.open(tmp, "wx");
+      try {
+        await fh.writeFile(data);
+        await fh.sync(); // the rename must never publish a file whose data is not on disk
+      } finally {
+        await fh.close();
+      }
       await fs.rename(tmp, file);
     } finally {
       await fs.rm(tmp, { force: true });
     }
+  }
+
+  /** Removes `.tmp-<pid>-*` files whose writer process no longer exists (a crash, a SIGKILL). */
+  private async removeStaleTemps(): Promise<void> {
+    const entries = await fs.readdir(this.blobsDir).catch(() => [] as string[]);
+    for (const e of entries) {
+      // `.tmp-<pid>-*` (blobs, manifests) and `*.<pid>.tmp` (progress files of partial downloads)
+      const m = /^\.tmp-(\d+)-|\.(\d+)\.tmp$/.exec(e);
+      const pid = m?.[1] ?? m?.[2];
+      if (pid && !processAlive(Number(pid))) await fs.rm(path.join(this.blobsDir, e), { force: true });
+    }
+  }
+}
+
+function processAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 

@@ -44,7 +44,8 @@ async function generate(ctx: RequestContext, { config, store, scheduler }: Servi
     lease.release();
     return sendJson(ctx.res, 200, { ...stamp(), done: true, done_reason: "load" } satisfies GenerateFinal);
   }
-  if (body.suffix) throw new BadRequestError(`model '${body.model}' does not support insert`);
+  // Fill-in-the-middle works through a prompt template that places `.Suffix` (Ollama's rule).
+  if (body.suffix && !/\.Suffix\b/.test(body.template || model.template || "")) throw new BadRequestError(`model '${body.model}' does not support insert`);
 
   const lease = await scheduler.acquire(model, { keepAliveMs, numCtx: opts.numCtx, numGpu: opts.numGpu, signal: ctx.signal });
   try {
@@ -94,7 +95,7 @@ function buildPrompt(body: GenerateRequest, model: ResolvedModel, hasChatTemplat
   const context = body.context?.length ? body.context : undefined;
   if (body.raw) return { kind: "text", text: body.prompt, context };
   const template = body.template || model.template;
-  if (template) return { kind: "text", text: renderTemplate(template, { System: system, Prompt: body.prompt }), context };
+  if (template) return { kind: "text", text: renderTemplate(template, { System: system, Prompt: body.prompt, Suffix: body.suffix }), context };
   if (hasChatTemplate) return { kind: "chat", turns: [...(system ? [{ role: "system" as const, content: system }] : []), { role: "user", content: body.prompt }], context };
   return { kind: "text", text: system ? `${system}\n\n${body.prompt}` : body.prompt, context };
 }

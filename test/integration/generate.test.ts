@@ -170,6 +170,11 @@ t.test("generation on the real runner", async (t) => {
     const raw = await gen({ prompt: "abc", raw: true, options: greedy });
     const templated = await gen({ prompt: "abc", template: "{{ if .System }}{{ .System }} {{ end }}Q: {{ .Prompt }} A:", system: "Be brief.", options: greedy });
     t.ok(templated.prompt_eval_count > raw.prompt_eval_count, "the template and system add tokens");
+    const fimTemplate = "<PRE> {{ .Prompt }} <SUF>{{ .Suffix }} <MID>";
+    const withSuffix = await gen({ prompt: "def f(", suffix: "return the value", template: fimTemplate, options: { ...greedy, num_predict: 1 } });
+    const without = await gen({ prompt: "def f(", template: fimTemplate, options: { ...greedy, num_predict: 1 } });
+    t.ok(withSuffix.context.length >= without.context.length + 3, "the suffix is rendered into the prompt");
+    await assertError(t, await postJson(`${url}/api/generate`, { model: "tiny", prompt: "x", suffix: "y" }), 400, "model 'tiny' does not support insert");
     const r = await postJson(`${url}/api/generate`, { model: "tiny", prompt: "x", template: "{{ range .Messages }}{{ end }}" });
     await assertError(t, r, 400, /^unsupported template action/);
   });

@@ -1,0 +1,106 @@
+/**
+ * Wire types of the model-management endpoints (Ollama's shapes): tags, show, pull, push,
+ * create, copy, delete. A leaf like types.ts: the server, the CLI and the tests share it.
+ * `name` is accepted wherever Ollama's clients send it instead of `model`.
+ */
+
+/** `details` of a model in `/api/tags` and `/api/show`. */
+export interface ModelDetails {
+  parent_model: string;
+  format: string;
+  family: string;
+  families: string[] | null;
+  parameter_size: string;
+  quantization_level: string;
+}
+
+/** One entry of `GET /api/tags`. */
+export interface ModelListEntry {
+  name: string;
+  model: string;
+  modified_at: string;
+  size: number;
+  /** sha256 hex of the manifest. */
+  digest: string;
+  details: ModelDetails;
+}
+
+export interface TagsResponse {
+  models: ModelListEntry[];
+}
+
+export interface ShowRequest {
+  model?: string;
+  name?: string;
+  verbose?: boolean;
+  system?: string;
+  template?: string;
+}
+
+export type Capability = "completion" | "tools" | "insert" | "embedding" | "vision";
+
+export interface ShowResponse {
+  modelfile: string;
+  parameters: string;
+  template: string;
+  system?: string;
+  license?: string;
+  details: ModelDetails;
+  model_info: Record<string, unknown>;
+  capabilities: Capability[];
+  modified_at: string;
+}
+
+export interface PullRequest {
+  model?: string;
+  name?: string;
+  insecure?: boolean;
+  stream?: boolean;
+}
+
+export interface PushRequest {
+  model?: string;
+  name?: string;
+  insecure?: boolean;
+  stream?: boolean;
+}
+
+/** A line of pull/push/create progress (NDJSON), and the one object of `stream:false`. */
+export interface ProgressResponse {
+  status: string;
+  digest?: string;
+  total?: number;
+  completed?: number;
+}
+
+export interface CreateMessage {
+  role: "system" | "user" | "assistant";
+  content: string;
+}
+
+export interface CreateRequest {
+  model?: string;
+  name?: string;
+  /** An existing model's name, or a blob digest `sha256:<hex>` already uploaded. */
+  from?: string;
+  /** File name → digest of a blob already uploaded with `POST /api/blobs/:digest`. */
+  files?: Record<string, string>;
+  /** LoRA adapters: file name → digest. */
+  adapters?: Record<string, string>;
+  template?: string;
+  system?: string;
+  parameters?: Record<string, unknown>;
+  messages?: CreateMessage[];
+  license?: string | string[];
+  stream?: boolean;
+}
+
+export interface CopyRequest {
+  source: string;
+  destination: string;
+}
+
+export interface DeleteRequest {
+  model?: string;
+  name?: string;
+}

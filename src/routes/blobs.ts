@@ -1,0 +1,39 @@
+/**
+ * `HEAD /api/blobs/:digest` and `POST /api/blobs/:digest` (CONTRACT §4): is a blob present, and
+ * upload one. The upload is streamed to a temporary file in the store while hashing, checked
+ * against the digest in the path, then renamed into place: 201 created, 200 already present,
+ * 400 on a mismatch, 507 when the disk fills. Every failure removes the temporary file.
+ */
+import { NotFoundError } from "../errors.js";
+import { sendEmpty } from "../http/respond.js";
+import type { RequestContext, Router } from "../http/router.js";
+import { digestHex } from "../models/store.js";
+import type { Services } from "./services.js";
+
+export function blobRoutes(router: Router, services: Services): void {
+  router.add("HEAD", "/api/blobs/:digest", (ctx) => head(ctx, services));
+  router.add("POST", "/api/blobs/:digest", (ctx) => upload(ctx, services));
+}
+
+function digestParam(ctx: RequestContext): string {
+  const digest = ctx.params.digest ?? "";
+  digestHex(digest); // 400 `invalid digest '<digest>'`
+  return digest;
+}
+
+async function head(ctx: RequestContext, { store }: Services): Promise<void> {
+  const digest = digestParam(ctx);
+  if (!(await store.hasBlob(digest))) throw new NotFoundError(`blob '${digest}' not found`);
+  sendEmpty(ctx.res, 200);
+}
+
+async function upload(ctx: RequestContext, { store }: Services): Promise<void> {
+  const digest = digestParam(ctx);
+  if (await store.hasBlob(digest)) {
+    // Nothing to store: answer at once and drop the upload (closing the connection if it is still coming).
+    ctx.req.resume();
+    return sendEmpty(ctx.res, 200, ctx.req.complete ? {} : { connection: "close" });
+  }
+  const { created } = await store.addBlobFromStream(ctx.req, digest);
+  sendEmpty(ctx.res, created ? 201 : 200);
+}
