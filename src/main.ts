@@ -41,9 +41,20 @@ function usage(): string {
 
 Usage:
   lmd serve        Start the daemon (configured by SERVICE_* environment variables)
-  lmd gateway      Start the authenticating gateway (configured by GATEWAY_* variables)
-  lmd version      Print the version
+  lmd run MODEL [PROMPT]   Run a model: one answer, or an interactive chat
+  lmd pull MODEL           Pull a model from a registry
+  lmd push MODEL           Push a model to a registry
+  lmd create MODEL -f F    Create a model from a Modelfile
+  lmd list, lmd ls         List models in the store
+  lmd ps                   List running models
+  lmd show MODEL           Show information for a model
+  lmd cp SOURCE DEST       Copy a model
+  lmd rm MODEL...          Remove models
+  lmd stop MODEL           Unload a running model
+  lmd version      Print the version (client, and server when one answers)
   lmd help         Show this help
+
+Client commands reach the daemon at SERVICE_HOST (default 127.0.0.1:11434); each takes --help.
 `;
 }
 
@@ -52,7 +63,18 @@ Usage:
  * never loads the CLI and the CLI never loads the daemon. Each module exports `run(argv)`.
  */
 const COMMANDS: Record<string, () => Promise<{ run(argv: string[]): Promise<void> }>> = {
-  // gateway: () => import("./gateway/main.js"),
+  run: () => import("./cli/run.js"),
+  pull: () => import("./cli/pull.js"),
+  push: () => import("./cli/push.js"),
+  create: () => import("./cli/create.js"),
+  list: () => import("./cli/list.js"),
+  ls: () => import("./cli/list.js"),
+  ps: () => import("./cli/ps.js"),
+  show: () => import("./cli/show.js"),
+  cp: () => import("./cli/cp.js"),
+  rm: () => import("./cli/rm.js"),
+  stop: () => import("./cli/stop.js"),
+  version: () => import("./cli/version.js"),
 };
 
 async function main(argv: string[]): Promise<void> {

@@ -1,0 +1,91 @@
+/**
+ * Runs the built CLI (`node dist/src/main.js ...`) as a user would, asynchronously (the daemon of
+ * startDaemon lives in the test's own event loop), and drives it in a real terminal with tmux.
+ */
+import { execFile, spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import type { Test } from "tap";
+import { MAIN } from "../helpers/process.js";
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `lmd <args>` against `url`; `input` is piped to stdin (stdin is /dev/null otherwise). */
+export function lmd(url: string, args: string[], options: { input?: string; timeoutMs?: number } = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [MAIN, ...args], {
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root", SERVICE_HOST: url },
+      stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+    child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+    if (options.input !== undefined) child.stdin!.end(options.input);
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`lmd ${args.join(" ")} did not finish; stdout: ${stdout.slice(-300)} stderr: ${stderr.slice(-300)}`));
+    }, options.timeoutMs ?? 60_000);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const execFileAsync = promisify(execFile);
+
+/** A terminal session in a private tmux server (its own socket), killed on teardown. */
+export interface Terminal {
+  /** Sends keys as tmux names them (`Enter`, `C-c`) or literal text with `literal: true`. */
+  keys(keys: string[], literal?: boolean): Promise<void>;
+  /** The visible screen plus scrollback, as text. */
+  screen(): Promise<string>;
+  /** Waits until the screen matches; returns it. */
+  waitFor(match: RegExp | ((screen: string) => boolean), timeoutMs?: number): Promise<string>;
+  /** Exit status of the command once it has exited, else undefined. */
+  exitStatus(): Promise<number | undefined>;
+}
+
+/** Starts `lmd <args>` inside a new tmux session (a real pty) with SERVICE_HOST=url. */
+export async function terminal(t: Test, url: string, args: string[]): Promise<Terminal> {
+  // A short directory: a unix socket path must stay under 108 bytes (tap's fixture paths do not).
+  const dir = await mkdtemp(path.join(os.tmpdir(), "lmd-tty-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const socket = path.join(dir, "sock");
+  const conf = path.join(dir, "tmux.conf");
+  // remain-on-exit keeps the pane after the command exits, so its exit status can be read.
+  await writeFile(conf, "set -g remain-on-exit on\nset -g history-limit 5000\n");
+  const tmux = (...a: string[]) => execFileAsync("tmux", ["-S", socket, "-f", conf, ...a], { env: { ...process.env, TMUX: "" } });
+  await tmux("new-session", "-d", "-s", "lmd", "-x", "120", "-y", "40", "-e", `SERVICE_HOST=${url}`, process.execPath, MAIN, ...args);
+  t.teardown(() => tmux("kill-server").catch(() => undefined));
+  const screen = async () => (await tmux("capture-pane", "-p", "-J", "-S", "-5000", "-t", "lmd")).stdout.trimEnd(); // capture-pane drops trailing blanks: the prompt reads ">>>"
+  return {
+    async keys(keys, literal = false) {
+      await tmux("send-keys", "-t", "lmd", ...(literal ? ["-l"] : []), ...keys);
+    },
+    screen,
+    async waitFor(match, timeoutMs = 30_000) {
+      const test = typeof match === "function" ? match : (s: string) => match.test(s);
+      const deadline = Date.now() + timeoutMs;
+      let last = "";
+      while (Date.now() < deadline) {
+        last = await screen();
+        if (test(last)) return last;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`screen did not match ${String(match)} within ${timeoutMs} ms:\n${last}`);
+    },
+    async exitStatus() {
+      const { stdout } = await tmux("display-message", "-p", "-t", "lmd", "#{pane_dead} #{pane_dead_status}");
+      const [dead, status] = stdout.trim().split(" ");
+      return dead === "1" ? Number(status) : undefined;
+    },
+  };
+}
