@@ -41,6 +41,7 @@ function usage(): string {
 
 Usage:
   lmd serve        Start the daemon (configured by SERVICE_* environment variables)
+  lmd gateway      Start the authenticating gateway (configured by GATEWAY_* variables)
   lmd run MODEL [PROMPT]   Run a model: one answer, or an interactive chat
   lmd pull MODEL           Pull a model from a registry
   lmd push MODEL           Push a model to a registry
@@ -63,6 +64,7 @@ Client commands reach the daemon at SERVICE_HOST (default 127.0.0.1:11434); each
  * never loads the CLI and the CLI never loads the daemon. Each module exports `run(argv)`.
  */
 const COMMANDS: Record<string, () => Promise<{ run(argv: string[]): Promise<void> }>> = {
+  gateway: () => import("./gateway/main.js"),
   run: () => import("./cli/run.js"),
   pull: () => import("./cli/pull.js"),
   push: () => import("./cli/push.js"),

@@ -1,0 +1,90 @@
+/**
+ * `lmd gateway`: runs the authenticating reverse proxy (configured by GATEWAY_* variables).
+ * `lmd gateway keygen` prints a new random key and the `sha256:` line that allows it.
+ *
+ * Signals: SIGHUP re-reads the keys, JWKS and TLS files (key and certificate rotation without
+ * dropping open streams); SIGTERM and SIGINT stop accepting, let open streams finish within
+ * GATEWAY_SHUTDOWN_TIMEOUT, then exit. (close-with-grace is not used here because it treats
+ * SIGHUP as a shutdown.)
+ */
+import { ConfigError } from "../config.js";
+import { createLogger, flushLogger, type Logger } from "../logger.js";
+import { VERSION } from "../version.js";
+import { loadGatewayConfig, type GatewayConfig } from "./config.js";
+import { generateKey } from "./keys.js";
+import { createGateway, type Gateway } from "./server.js";
+
+/** EX_CONFIG from sysexits.h, as for `lmd serve`. */
+const EX_CONFIG = 78;
+
+const USAGE = `Usage:
+  lmd gateway          Start the authenticating gateway (configured by GATEWAY_* variables)
+  lmd gateway keygen   Print a new API key and the sha256: line that allows it in a keys file
+`;
+
+/** Entry point of `lmd gateway`. */
+export async function run(argv: string[]): Promise<void> {
+  const [sub] = argv;
+  if (sub === "keygen") {
+    const { key, hashLine } = generateKey();
+    process.stdout.write(`key:        ${key}\nkeys file:  ${hashLine}\n`);
+    return;
+  }
+  if (sub === "help" || sub === "--help" || sub === "-h") {
+    process.stdout.write(USAGE);
+    return;
+  }
+  if (sub !== undefined) {
+    process.stderr.write(`lmd gateway: unknown argument '${sub}'\n\n${USAGE}`);
+    process.exit(2);
+  }
+  await serveGateway();
+}
+
+async function serveGateway(): Promise<void> {
+  let config: Readonly<GatewayConfig>;
+  let gateway: Gateway;
+  const log = createLogger({ level: logLevel(), base: { component: "gateway" } });
+  try {
+    config = loadGatewayConfig(process.env);
+    gateway = await createGateway(config, { log });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`lmd gateway: ${err.message}\n`);
+      await flushLogger(log);
+      process.exit(EX_CONFIG);
+    }
+    throw err;
+  }
+  handleSignals(gateway, log, config.shutdownTimeoutMs);
+  const address = await gateway.listen();
+  log.info({ address: address.address, port: address.port, upstream: config.upstream, tls: config.tls !== undefined, rateLimit: config.rateLimit, version: VERSION }, "lmd gateway listening");
+}
+
+function handleSignals(gateway: Gateway, log: Logger, shutdownTimeoutMs: number): void {
+  process.on("SIGHUP", () => {
+    log.info("SIGHUP: reloading keys and certificates");
+    void gateway.reload();
+  });
+  const stop = (signal: NodeJS.Signals) => {
+    log.info({ signal }, "shutting down");
+    // close() itself ends stragglers after the timeout; this is the last resort.
+    setTimeout(() => process.exit(1), shutdownTimeoutMs + 5_000).unref();
+    void gateway.close().then(async () => {
+      await flushLogger(log);
+      process.exit(0);
+    });
+  };
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+  process.on("uncaughtException", (err) => {
+    log.fatal({ err }, "fatal error; exiting");
+    void flushLogger(log).then(() => process.exit(1));
+  });
+}
+
+/** The log level before the configuration is checked (a bad level is reported by the check). */
+function logLevel(): string {
+  const level = process.env.GATEWAY_LOG_LEVEL?.trim();
+  return level && ["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(level) ? level : "info";
+}
