@@ -1,0 +1,403 @@
+#!/bin/bash
+# Install test for lmd's packages under a real systemd, in a booted Debian 12 container.
+# Prints TAP (one line per step, each with its duration); test/packaging/install.test.ts runs it.
+#
+#   install-test.sh deb PACKAGE.deb    install, start, generate, stop, log, upgrade, purge, policy-rc.d
+#   install-test.sh rpm PACKAGE.rpm    rpm -qpl/--scripts, rpm --root into a fresh root, boot, start, stop
+#   install-test.sh repack IN.deb OUT.deb VERSION [broken]   a newer build of IN (or one with a broken unit)
+#   install-test.sh cleanup            stop and remove whatever a killed run left behind
+#
+# Needs root, mmdebstrap, systemd-nspawn (systemd-container), nsenter, curl-free host (curl runs
+# inside the container), dpkg-deb and rpm. The Debian root is built once with mmdebstrap into
+# $LMD_IT_ROOTFS and every container boots from an overlay on it, so each starts fresh.
+set -uo pipefail
+
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=${LMD_IT_WORK:-$REPO/dist/packaging/install-test}
+ROOTFS=${LMD_IT_ROOTFS:-$REPO/dist/packaging/debian12-root}
+PORT=11434
+CONTAINER_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+# --- TAP ---------------------------------------------------------------------------------------
+N=0
+STEP_OUT=$(mktemp)
+trap 'rm -f "$STEP_OUT"; cleanup' EXIT
+
+# step DESCRIPTION COMMAND...: runs the command; on failure prints its output as diagnostics
+# and stops the scenario (later steps depend on earlier ones).
+step() {
+	local what=$1 start end secs
+	shift
+	start=$(date +%s.%N)
+	"$@" >"$STEP_OUT" 2>&1
+	local rc=$?
+	end=$(date +%s.%N)
+	secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+	N=$((N + 1))
+	if [ $rc -eq 0 ]; then
+		echo "ok $N - $what (${secs}s)"
+	else
+		echo "not ok $N - $what (${secs}s)"
+		sed 's/^/# /' "$STEP_OUT" | tail -n 60
+		echo "1..$N"
+		exit 1
+	fi
+}
+
+fail() { echo "$*" >&2; return 1; }
+
+# --- the container -------------------------------------------------------------------------------
+# State of the current container: $WORK/<name>/{merged,upper,work,nspawn.pid,leader.pid,cgroups,console.log}
+NAME=""
+LEADER=""
+
+base_root() {
+	if [ -x "$ROOTFS/usr/lib/systemd/systemd" ]; then
+		echo "reusing $ROOTFS"
+		return 0
+	fi
+	rm -rf "$ROOTFS.tmp"
+	mmdebstrap --quiet --variant=apt --include=systemd,systemd-sysv,dbus,curl,procps bookworm "$ROOTFS.tmp" || return 1
+	mv "$ROOTFS.tmp" "$ROOTFS"
+}
+
+# make_root NAME: a fresh overlay over the base root, not booted yet.
+make_root() {
+	NAME=$1
+	local d=$WORK/$NAME
+	teardown "$NAME"
+	mkdir -p "$d/upper" "$d/work" "$d/merged"
+	mount -t overlay "lmd-it-$NAME" -o "lowerdir=$ROOTFS,upperdir=$d/upper,workdir=$d/work" "$d/merged"
+}
+
+# boot: boots the current root; waits for its systemd to finish starting up.
+boot() {
+	local d=$WORK/$NAME pid leader="" i state
+	[ -d /run/systemd/nspawn ] || touch "$WORK/created-run-systemd-nspawn"
+	# --keep-unit and --register=no: there is no systemd on the host to ask for a scope or register with.
+	systemd-nspawn -D "$d/merged" --boot --keep-unit --register=no --private-network \
+		--machine="lmd-it-$NAME" --console=read-only </dev/null >"$d/console.log" 2>&1 &
+	pid=$!
+	echo "$pid" >"$d/nspawn.pid"
+	for i in $(seq 1 100); do
+		leader=$(pgrep -P "$pid" -x systemd || true)
+		[ -n "$leader" ] && break
+		kill -0 "$pid" 2>/dev/null || { cat "$d/console.log"; fail "systemd-nspawn exited"; return 1; }
+		sleep 0.2
+	done
+	[ -n "$leader" ] || fail "no systemd inside the container after 20s" || return 1
+	echo "$leader" >"$d/leader.pid"
+	LEADER=$leader
+	# Where nspawn put itself: its cgroups' parents get "payload" and "supervisor" children to remove later.
+	sed -n 's/^[^:]*:\([^:]*\):\(.*\)\/supervisor$/\1 \2/p' "/proc/$pid/cgroup" >"$d/cgroups"
+	# systemctl answers once systemd's private socket exists; poll rather than --wait, which fails before that.
+	for i in $(seq 1 200); do
+		state=$(cx systemctl is-system-running 2>/dev/null)
+		case $state in running | degraded | maintenance | stopping | offline) break ;; esac
+		sleep 0.3
+	done
+	case $state in
+		running) echo "system $state" ;;
+		degraded) echo "system degraded:"; cx systemctl --failed --no-legend ;;
+		*) tail -n 30 "$d/console.log"; fail "system state '$state'" ;;
+	esac
+}
+
+# cx COMMAND...: runs a command inside the container, with a clean environment.
+cx() {
+	nsenter -t "$LEADER" -a env -i PATH=$CONTAINER_PATH LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
+}
+
+# teardown NAME: stops the container, unmounts its root, removes its cgroups and files.
+teardown() {
+	local d=$WORK/$1 pid i h rel mnt
+	if [ -f "$d/nspawn.pid" ]; then
+		pid=$(cat "$d/nspawn.pid")
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -TERM "$pid" 2>/dev/null # nspawn asks the container's systemd to power off
+			for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+			kill -KILL "$pid" 2>/dev/null
+			for i in $(seq 1 25); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+		fi
+	fi
+	if [ -f "$d/cgroups" ]; then
+		while read -r h rel; do
+			case $h in
+				name=systemd) mnt=/sys/fs/cgroup/systemd ;;
+				"") if [ -d /sys/fs/cgroup/unified ]; then mnt=/sys/fs/cgroup/unified; else mnt=/sys/fs/cgroup; fi ;;
+				*) continue ;;
+			esac
+			for sub in payload supervisor; do
+				[ -d "$mnt$rel/$sub" ] && find "$mnt$rel/$sub" -depth -type d -exec rmdir {} + 2>/dev/null
+			done
+		done <"$d/cgroups"
+	fi
+	if mountpoint -q "$d/merged" 2>/dev/null; then
+		umount "$d/merged" 2>/dev/null || { sleep 1; umount "$d/merged" 2>/dev/null; } || umount -l "$d/merged"
+	fi
+	rm -rf "$d"
+}
+
+cleanup() {
+	local d
+	for d in "$WORK"/*/; do
+		[ -d "$d" ] && teardown "$(basename "$d")"
+	done
+	if [ -f "$WORK/created-run-systemd-nspawn" ]; then
+		rm -rf /run/systemd/nspawn
+		rm -f "$WORK/created-run-systemd-nspawn"
+	fi
+	return 0
+}
+
+# --- checks inside the container -----------------------------------------------------------------
+api() { cx curl -sS --fail-with-body --max-time 60 "$@"; }
+
+# wait_api: the unit is active and the API answers; fails early when the service fails or restarts.
+wait_api() {
+	local i state restarts
+	for i in $(seq 1 120); do
+		if api -o /dev/null "http://127.0.0.1:$PORT/api/version" 2>/dev/null; then
+			state=$(cx systemctl is-active lmd.service)
+			[ "$state" = active ] || fail "API answers but lmd.service is '$state'" || return 1
+			[ "$(cx systemctl is-enabled lmd.service)" = enabled ] || fail "lmd.service is not enabled" || return 1
+			echo "active, enabled, answering after $((i / 2))s"
+			return 0
+		fi
+		state=$(cx systemctl is-active lmd.service)
+		restarts=$(cx systemctl show -P NRestarts lmd.service)
+		if [ "$state" = failed ] || [ "${restarts:-0}" -gt 0 ]; then
+			cx systemctl status --no-pager -l lmd.service
+			cx journalctl -u lmd.service --no-pager -n 30
+			fail "lmd.service is '$state' after ${restarts:-0} restarts"
+			return 1
+		fi
+		sleep 0.5
+	done
+	cx systemctl status --no-pager -l lmd.service
+	fail "the API did not answer within 60s"
+}
+
+# systemd-analyze verify exits 0 on many problems (typos in settings among them): any output fails.
+check_verify() {
+	local units out
+	units=$(cx sh -c 'ls /usr/lib/systemd/system/lmd*.service') || return 1
+	# shellcheck disable=SC2086 # one unit per word
+	out=$(cx systemd-analyze verify --man=no $units 2>&1)
+	echo "verified: $units"
+	[ -z "$out" ] || fail "$out"
+}
+
+check_version() {
+	local body
+	body=$(api "http://127.0.0.1:$PORT/api/version") || return 1
+	echo "$body"
+	[ "$body" = "{\"version\":\"$1\"}" ] || fail "expected version $1"
+}
+
+check_generate() {
+	local body
+	body=$(api -d '{"model":"demo","prompt":"hello","stream":false,"options":{"num_predict":8,"seed":1}}' \
+		"http://127.0.0.1:$PORT/api/generate") || { echo "$body"; return 1; }
+	echo "$body" | cut -c1-300
+	node -e 'const r = JSON.parse(process.argv[1]); if (r.done !== true || typeof r.response !== "string" || !(r.eval_count > 0)) process.exit(1)' "$body" ||
+		fail "not a finished generation"
+}
+
+# journal_has JSONFIELDS...: some line of lmd's journal is a JSON object with all these fields.
+journal_has() {
+	local i lines
+	for i in $(seq 1 20); do # journald may lag the daemon's last lines by a moment
+		lines=$(cx journalctl -u lmd.service -o cat --no-pager)
+		if node -e '
+			const want = JSON.parse(process.argv[1]);
+			const ok = process.argv[2].split("\n").some((l) => {
+				try { const o = JSON.parse(l); return Object.entries(want).every(([k, v]) => o[k] === v); } catch { return false; }
+			});
+			process.exit(ok ? 0 : 1)' "$1" "$lines"; then
+			echo "found $1"
+			return 0
+		fi
+		sleep 0.25
+	done
+	echo "$lines" | tail -n 20
+	fail "no journal line with $1"
+}
+
+check_journal() {
+	journal_has '{"msg":"lmd listening","level":30}' && journal_has '{"msg":"empty model store: wrote the demo model"}'
+}
+
+check_stop() {
+	local main
+	main=$(cx systemctl show -P MainPID lmd.service)
+	echo "MainPID $main"
+	cx systemctl stop lmd.service || return 1
+	journal_has "{\"msg\":\"shutting down\",\"signal\":\"SIGTERM\",\"pid\":$main}" &&
+		journal_has "{\"msg\":\"model unloaded\",\"pid\":$main}" &&
+		journal_has "{\"msg\":\"all models unloaded; exiting\",\"pid\":$main}" || return 1
+	local show
+	show=$(cx systemctl show -p Result -p ExecMainCode -p ExecMainStatus -p ActiveState lmd.service)
+	echo "$show"
+	grep -qx 'Result=success' <<<"$show" && grep -qx 'ExecMainStatus=0' <<<"$show" &&
+		grep -qx 'ExecMainCode=1' <<<"$show" && grep -qx 'ActiveState=inactive' <<<"$show" ||
+		fail "expected a clean exit (Result=success, status 0)"
+	[ -z "$(cx pgrep -u lmd)" ] || fail "processes of user lmd are left: $(cx pgrep -a -u lmd)"
+}
+
+check_logfile() {
+	local files
+	files=$(cx sh -c 'ls /var/log/lmd/lmd*.log') || fail "no log file in /var/log/lmd" || return 1
+	echo "$files"
+	cx sh -c 'grep -q "\"msg\":\"all models unloaded; exiting\"" /var/log/lmd/lmd*.log' ||
+		fail "the log file lacks the last line of the run"
+	[ "$(cx stat -c %U /var/log/lmd)" = lmd ] || fail "/var/log/lmd is not owned by lmd"
+}
+
+models_digest() { cx sh -c 'cd /var/lib/lmd/models && find . -type f | sort | xargs sha256sum'; }
+
+# upgrade NEWDEB NEWVERSION: the edited conffile and the models survive; the new build runs.
+check_upgrade() {
+	local before after
+	cx sh -c 'echo SERVICE_ALLOWED_HOSTS=lmd.example.test >>/etc/lmd/lmd.env' || return 1
+	before=$(models_digest) && [ -n "$before" ] || fail "no models before the upgrade" || return 1
+	cp "$1" "$WORK/$NAME/merged/root/lmd-new.deb" || return 1
+	cx dpkg -i /root/lmd-new.deb </dev/null || return 1
+	wait_api || return 1
+	check_version "$2" || return 1
+	cx grep -qx 'SERVICE_ALLOWED_HOSTS=lmd.example.test' /etc/lmd/lmd.env || fail "the edit of /etc/lmd/lmd.env was lost" || return 1
+	after=$(models_digest)
+	[ "$before" = "$after" ] || fail "the models changed: $before / $after" || return 1
+	echo "models kept: $(echo "$after" | wc -l) files"
+	# The edit is in effect: the daemon accepts the extra Host header (403 without it).
+	api -o /dev/null -H 'Host: lmd.example.test' "http://127.0.0.1:$PORT/api/version" ||
+		fail "the restarted daemon does not use the edited configuration"
+}
+
+check_purge() {
+	cx dpkg --purge lmd </dev/null || return 1
+	local p
+	for p in /var/lib/lmd /var/log/lmd /etc/lmd /usr/lib/lmd /usr/lib/systemd/system/lmd.service; do
+		if cx test -e "$p"; then fail "$p is left after purge"; return 1; fi
+	done
+	[ "$(cx systemctl is-active lmd.service)" != active ] || fail "lmd.service still active" || return 1
+	[ -z "$(cx pgrep -u lmd)" ] || fail "processes of user lmd are left"
+}
+
+# With a policy-rc.d that forbids starting services, installing enables lmd but does not start it.
+check_policy_rc_d() {
+	cx sh -c 'printf "#!/bin/sh\nexit 101\n" >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d' || return 1
+	cx dpkg -i /root/lmd.deb </dev/null || return 1
+	cx rm -f /usr/sbin/policy-rc.d
+	local state
+	state=$(cx systemctl is-active lmd.service)
+	[ "$state" = inactive ] || fail "policy-rc.d said no, yet lmd.service is '$state'" || return 1
+	[ "$(cx systemctl is-enabled lmd.service)" = enabled ] || fail "lmd.service should still be enabled"
+}
+
+# --- scenarios -----------------------------------------------------------------------------------
+deb_version() { dpkg-deb -f "$1" Version; }
+
+scenario_deb() {
+	local deb=$1 version newdeb newversion
+	[ -f "$deb" ] || { echo "Bail out! no such package: $deb"; exit 1; }
+	version=$(deb_version "$deb")
+	echo "TAP version 14"
+	echo "# deb scenario: $deb ($version)"
+	step "Debian 12 root (mmdebstrap)" base_root
+	step "booted a fresh container under systemd-nspawn" eval 'make_root deb && boot'
+	step "dpkg -i installs the package" eval 'cp "$deb" "$WORK/$NAME/merged/root/lmd.deb" && cx dpkg -i /root/lmd.deb </dev/null'
+	step "systemd-analyze verify prints nothing for the installed units" check_verify
+	step "lmd.service is enabled and active; the API answers" wait_api
+	step "GET /api/version reports $version" check_version "$version"
+	step "POST /api/generate with the demo model" check_generate
+	step "journalctl -u lmd shows the daemon's JSON log lines" check_journal
+	step "systemctl stop: SIGTERM to the main PID, models unloaded, Result=success" check_stop
+	step "a rotating log file under /var/log/lmd" check_logfile
+	newversion="$version+it1"
+	newdeb=$WORK/lmd-upgrade.deb
+	step "a newer build ($newversion)" repack "$deb" "$newdeb" "$newversion"
+	step "upgrade keeps /etc/lmd/lmd.env edits and the models, and restarts" check_upgrade "$newdeb" "$newversion"
+	step "dpkg --purge removes state, logs and configuration" check_purge
+	step "policy-rc.d is respected: installed and enabled, not started" check_policy_rc_d
+	step "container stopped and removed" teardown deb
+	rm -f "$newdeb"
+	echo "1..$N"
+}
+
+scenario_rpm() {
+	local rpm=$1 version list scripts
+	[ -f "$rpm" ] || { echo "Bail out! no such package: $rpm"; exit 1; }
+	version=$(rpm -qp --qf '%{VERSION}' "$rpm" 2>/dev/null)
+	echo "TAP version 14"
+	echo "# rpm scenario: $rpm ($version)"
+	step "rpm -qpl lists the daemon, runtime, units and configuration, no GPU or arm binaries" check_rpm_list "$rpm"
+	step "rpm -qp --scripts creates the user and enables the unit; -qpc lists the env file" check_rpm_scripts "$rpm"
+	step "Debian 12 root (mmdebstrap)" base_root
+	step "rpm --root installs into a fresh root" eval 'make_root rpm && rpm_root_install "$rpm"'
+	step "booted it under systemd-nspawn" boot
+	step "lmd.service is enabled and active; the API answers" wait_api
+	step "GET /api/version reports $version" check_version "$version"
+	step "POST /api/generate with the demo model" check_generate
+	step "systemctl stop: SIGTERM to the main PID, models unloaded, Result=success" check_stop
+	step "container stopped and removed" teardown rpm
+	echo "1..$N"
+}
+
+check_rpm_list() {
+	local list p
+	list=$(rpm -qpl "$1") || return 1
+	for p in /usr/bin/lmd /usr/lib/lmd/bin/node /usr/lib/lmd/dist/src/main.js /usr/lib/lmd/package.json \
+		/usr/lib/lmd/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/llama-addon.node \
+		/usr/lib/systemd/system/lmd.service /usr/lib/sysusers.d/lmd.conf /usr/lib/tmpfiles.d/lmd.conf \
+		/etc/lmd/lmd.env /usr/share/doc/lmd/copyright /usr/share/man/man1/lmd.1.gz; do
+		grep -qx -- "$p" <<<"$list" || fail "missing $p" || return 1
+	done
+	if printf '%s\n' "$list" | grep -E '@node-llama-cpp/linux-(x64-(cuda|vulkan)|arm)'; then fail "GPU or arm binaries packaged"; return 1; fi
+	echo "$(printf '%s\n' "$list" | wc -l) files"
+}
+
+check_rpm_scripts() {
+	local scripts conf
+	scripts=$(rpm -qp --scripts "$1") || return 1
+	echo "$scripts"
+	grep -q '^postinstall scriptlet' <<<"$scripts" && grep -q 'systemd-sysusers lmd.conf' <<<"$scripts" &&
+		grep -q 'enable lmd.service' <<<"$scripts" && grep -q '^preuninstall scriptlet' <<<"$scripts" ||
+		fail "scriptlets incomplete" || return 1
+	conf=$(rpm -qpc "$1") && grep -qx /etc/lmd/lmd.env <<<"$conf" || fail "/etc/lmd/lmd.env is not a config file"
+}
+
+rpm_root_install() {
+	local root=$WORK/$NAME/merged
+	# Dependencies (glibc, systemd...) are Debian packages here, unknown to rpm's database.
+	rpm --root "$root" --dbpath /var/lib/rpm --initdb || return 1
+	rpm --root "$root" --dbpath /var/lib/rpm --nodeps -i "$1" || return 1
+	[ -L "$root/etc/systemd/system/multi-user.target.wants/lmd.service" ] || fail "the scriptlet did not enable lmd.service" || return 1
+	grep -q '^lmd:' "$root/etc/passwd" || fail "the scriptlet did not create the lmd user"
+}
+
+# repack IN OUT VERSION [broken]: IN with a new version (and package.json version), or with a unit
+# that cannot work (network families removed, as an over-tightened hardening would do).
+repack() {
+	local in=$1 out=$2 version=$3 mode=${4:-} tmp
+	tmp=$(mktemp -d "$WORK/repack.XXXXXX")
+	dpkg-deb -R "$in" "$tmp/p" || return 1
+	sed -i "s/^Version: .*/Version: $version/" "$tmp/p/DEBIAN/control"
+	node -e 'const fs = require("fs"), f = process.argv[1], p = JSON.parse(fs.readFileSync(f)); p.version = process.argv[2]; fs.writeFileSync(f, JSON.stringify(p, null, 2) + "\n")' \
+		"$tmp/p/usr/lib/lmd/package.json" "$version"
+	if [ "$mode" = broken ]; then
+		sed -i 's/^RestrictAddressFamilies=.*/RestrictAddressFamilies=AF_UNIX/' "$tmp/p/usr/lib/systemd/system/lmd.service"
+	fi
+	(cd "$tmp/p" && find . -path ./DEBIAN -prune -o -path ./etc -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$tmp/p/DEBIAN/md5sums"
+	dpkg-deb --root-owner-group -Zgzip -z1 --build "$tmp/p" "$out" >/dev/null || return 1
+	rm -rf "$tmp"
+}
+
+mkdir -p "$WORK"
+case ${1:-} in
+	deb) scenario_deb "$2" ;;
+	rpm) scenario_rpm "$2" ;;
+	repack) repack "$2" "$3" "$4" "${5:-}" ;;
+	cleanup) cleanup ;;
+	*) echo "usage: $0 deb PACKAGE.deb | rpm PACKAGE.rpm | repack IN OUT VERSION [broken] | cleanup" >&2; exit 2 ;;
+esac
