@@ -3,7 +3,7 @@
  * startDaemon lives in the test's own event loop), and drives it in a real terminal with tmux.
  */
 import { execFile, spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -60,10 +60,14 @@ export async function terminal(t: Test, url: string, args: string[]): Promise<Te
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const socket = path.join(dir, "sock");
   const conf = path.join(dir, "tmux.conf");
-  // remain-on-exit keeps the pane after the command exits, so its exit status can be read.
+  // remain-on-exit keeps the pane (and its last screen) after the command exits.
   await writeFile(conf, "set -g remain-on-exit on\nset -g history-limit 5000\n");
   const tmux = (...a: string[]) => execFileAsync("tmux", ["-S", socket, "-f", conf, ...a], { env: { ...process.env, TMUX: "" } });
-  await tmux("new-session", "-d", "-s", "lmd", "-x", "120", "-y", "40", "-e", `SERVICE_HOST=${url}`, process.execPath, MAIN, ...args);
+  // A shell records the exit status in a file when lmd ends (tmux's own pane status can lag behind).
+  // `trap : INT` keeps that shell alive through Ctrl+C; lmd gets the default disposition and its own handler.
+  const statusFile = path.join(dir, "status");
+  const wrapper = 'trap : INT; "$@"; echo $? > "$0.tmp" && mv "$0.tmp" "$0"';
+  await tmux("new-session", "-d", "-s", "lmd", "-x", "120", "-y", "40", "-e", `SERVICE_HOST=${url}`, "sh", "-c", wrapper, statusFile, process.execPath, MAIN, ...args);
   t.teardown(() => tmux("kill-server").catch(() => undefined));
   const screen = async () => (await tmux("capture-pane", "-p", "-J", "-S", "-5000", "-t", "lmd")).stdout.trimEnd(); // capture-pane drops trailing blanks: the prompt reads ">>>"
   return {
@@ -83,9 +87,8 @@ export async function terminal(t: Test, url: string, args: string[]): Promise<Te
       throw new Error(`screen did not match ${String(match)} within ${timeoutMs} ms:\n${last}`);
     },
     async exitStatus() {
-      const { stdout } = await tmux("display-message", "-p", "-t", "lmd", "#{pane_dead} #{pane_dead_status}");
-      const [dead, status] = stdout.trim().split(" ");
-      return dead === "1" ? Number(status) : undefined;
+      const text = await readFile(statusFile, "utf8").catch(() => undefined);
+      return text === undefined ? undefined : Number(text.trim());
     },
   };
 }

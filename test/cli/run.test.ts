@@ -74,6 +74,9 @@ t.test("interactive, in a terminal: streaming, Ctrl+C, /bye", async (t) => {
   await term.waitFor(/>>>$/, 120_000);
   await term.keys(["/set parameter num_predict 1000", "Enter"]);
   await term.waitFor(/Set parameter 'num_predict' to '1000'/);
+  // Greedy: a random-weight model sampling at 0.8 may end its answer early, by chance.
+  await term.keys(["/set parameter temperature 0", "Enter"]);
+  await term.waitFor(/Set parameter 'temperature' to '0'/);
 
   await term.keys(["tell me a long story", "Enter"]);
   const answerOf = (screen: string) => screen.split(">>> tell me a long story\n")[1]?.split(/\n>>>/)[0]?.trim() ?? "";

@@ -100,7 +100,9 @@ t.test("HTTPS gateway: key and certificate rotation on SIGHUP, client disconnect
     }
     t.ok(afterReload > 0, `${afterReload} lines arrived after the reload`);
     t.match(last, { done: true, done_reason: "length", eval_count: numPredict }, "the stream opened before the reload ran to its end");
-    t.equal(count, numPredict + 1, "one line per token plus the final one");
+    // A chunk carries one token's text or more (text held back at a possible stop sequence or a
+    // split UTF-8 character is sent together), so lines are at most one per token, plus the final one.
+    t.ok(count > 2 && count <= numPredict + 1, `${count} lines for ${numPredict} tokens`);
   });
 
   t.test("a keys file that fails to load keeps the previous keys", async (t) => {

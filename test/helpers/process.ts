@@ -23,7 +23,7 @@ export interface ForkedDaemon {
 /** Spawns `lmd serve` with `env` (added to a minimal environment) and waits until it listens. */
 export async function forkDaemon(t: Test, env: Record<string, string>, options: { waitListening?: boolean } = {}): Promise<ForkedDaemon> {
   const child = spawn(process.execPath, [MAIN, "serve"], {
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root", SERVICE_THREADS: "2", SERVICE_GPU: "false", ...env },
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root", SERVICE_THREADS: "1", SERVICE_GPU: "false", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: Record<string, unknown>[] = [];
