@@ -44,6 +44,8 @@ export function clientGone(req: IncomingMessage, res: ServerResponse): AbortSign
 /** Common part of the NDJSON and SSE streams: lazy 200 header, backpressure, end once. */
 abstract class EventStream {
   private open = false;
+  /** The one pending wait for 'drain': writers that arrive while the socket is full share it. */
+  private drained: Promise<void> | undefined;
 
   constructor(protected readonly res: ServerResponse) {}
 
@@ -80,7 +82,10 @@ abstract class EventStream {
     if (this.closed) return Promise.resolve();
     this.start();
     if (this.res.write(text)) return Promise.resolve();
-    return waitForDrain(this.res);
+    this.drained ??= waitForDrain(this.res).then(() => {
+      this.drained = undefined;
+    });
+    return this.drained;
   }
 
   private start(): void {
