@@ -8,15 +8,21 @@ import type { Logger } from "pino";
 import type { Config } from "./config.js";
 import { createGuards } from "./http/guards.js";
 import { Router } from "./http/router.js";
-import { createHttpServer } from "./http/server.js";
+import { createHttpServer, type ServerLimits } from "./http/server.js";
 import { ensureDemoModel } from "./models/demo.js";
 import { ModelStore } from "./models/store.js";
+import { generateRoutes } from "./routes/generate.js";
+import { chatRoutes } from "./routes/chat.js";
+import { embedRoutes } from "./routes/embed.js";
+import { openaiRoutes } from "./routes/openai/index.js";
 import { blobRoutes } from "./routes/blobs.js";
 import { createRoutes } from "./routes/create.js";
-import { generateRoutes } from "./routes/generate.js";
 import { modelRoutes } from "./routes/models.js";
 import { pullRoutes } from "./routes/pull.js";
 import { pushRoutes } from "./routes/push.js";
+import { psRoutes } from "./routes/ps.js";
+import { metricsRoutes } from "./routes/metrics.js";
+import { Metrics } from "./metrics.js";
 import { rootRoutes } from "./routes/root.js";
 import type { Services } from "./routes/services.js";
 import { Scheduler, type SchedulerOptions } from "./scheduler/scheduler.js";
@@ -28,6 +34,8 @@ export interface AppDeps {
   startRunner?: SchedulerOptions["startRunner"];
   /** Write the demo model into an empty store (default true). */
   demoModel?: boolean;
+  /** Overrides of the HTTP server's limits (tests: short timeouts, a small connection cap). */
+  httpLimits?: Partial<ServerLimits>;
 }
 
 export interface App {
@@ -44,7 +52,9 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
   const store = new ModelStore(config.models);
   await store.init();
   if (deps.demoModel !== false) await ensureDemoModel(store, log);
-  const scheduler = new Scheduler({
+  let scheduler: Scheduler | undefined = undefined;
+  const metrics = new Metrics(() => scheduler);
+  scheduler = new Scheduler({
     log,
     numParallel: config.numParallel,
     maxLoaded: config.maxLoadedModels,
@@ -55,17 +65,23 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
     gpu: config.gpu,
     loadTimeoutMs: config.loadTimeoutMs,
     ...(deps.startRunner ? { startRunner: deps.startRunner } : {}),
+    onJobStats: metrics.onJobStats,
   });
   const services: Services = { config, store, scheduler, version: VERSION };
   const router = new Router();
   rootRoutes(router, services);
   generateRoutes(router, services);
+  chatRoutes(router, services);
+  embedRoutes(router, services);
+  openaiRoutes(router, services);
   modelRoutes(router, services);
   blobRoutes(router, services);
   createRoutes(router, services);
   pullRoutes(router, services);
   pushRoutes(router, services);
-  const http = createHttpServer({ router, guards: createGuards(config), log, maxBodyBytes: config.maxBodyBytes });
+  psRoutes(router, services);
+  metricsRoutes(router, metrics);
+  const http = createHttpServer({ router, guards: createGuards(config), log, maxBodyBytes: config.maxBodyBytes, onResponse: metrics.onResponse, ...(deps.httpLimits ? { limits: deps.httpLimits } : {}) });
   const { server } = http;
 
   let closing: Promise<void> | undefined;

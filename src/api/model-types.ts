@@ -104,3 +104,19 @@ export interface DeleteRequest {
   model?: string;
   name?: string;
 }
+
+/** One entry of `GET /api/ps`. */
+export interface RunningModel {
+  name: string;
+  model: string;
+  size: number;
+  digest: string;
+  details: ModelDetails;
+  expires_at: string;
+  size_vram: number;
+  context_length: number;
+}
+
+export interface PsResponse {
+  models: RunningModel[];
+}

@@ -10,7 +10,14 @@ const num = (minimum?: number, maximum?: number) => ({
   ...(minimum === undefined ? {} : { minimum }),
   ...(maximum === undefined ? {} : { maximum }),
 });
-const int = (minimum?: number, maximum?: number) => ({ ...num(minimum, maximum), type: "integer" });
+// ajv's "integer" accepts Infinity (`1e400` in JSON): without an explicit maximum, a nested one refuses
+// it and unsafe integers ("<name> must be at most 9007199254740991") while an ordinary out-of-range
+// value still gets its own "must be at least" message. Memory bounds (num_ctx) are the scheduler's.
+const int = (minimum?: number, maximum?: number) => ({
+  ...num(minimum, maximum),
+  type: "integer",
+  ...(maximum === undefined ? { allOf: [{ maximum: Number.MAX_SAFE_INTEGER }, { minimum: -Number.MAX_SAFE_INTEGER }] } : {}),
+});
 
 export const optionsSchema = {
   type: "object",

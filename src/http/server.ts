@@ -8,6 +8,7 @@ import type { Duplex } from "node:stream";
 import { HttpError, ShuttingDownError, toErrorResponse } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { Guards } from "./guards.js";
+import { BODY_IDLE_TIMEOUT_MS } from "./body.js";
 import { clientGone, endStreamWithError, sendJson } from "./respond.js";
 import type { RequestContext, Router } from "./router.js";
 
@@ -39,7 +40,26 @@ export interface HttpServerOptions {
   onRequestStart?: (ctx: RequestContext) => void;
   /** Called once per request when its response finishes or closes (metrics). */
   onResponse?: (info: RequestInfo) => void;
+  /** Overrides of {@link SERVER_LIMITS} (tests use short timeouts). */
+  limits?: Partial<ServerLimits>;
 }
+
+/** Resource limits of the daemon's HTTP server (not configuration variables: sane fixed bounds). */
+export interface ServerLimits {
+  /** The whole request head must arrive within this (slowloris); → 408 and the connection closed. */
+  headersTimeoutMs: number;
+  /** A request body (JSON or a blob upload) that sends nothing for this long → 408, connection closed. */
+  bodyIdleTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  /** Open connections at most; further ones are closed at once, before any byte is read. */
+  maxConnections: number;
+}
+
+/**
+ * 1024 connections: room for the default queue (`SERVICE_MAX_QUEUE` 512) twice over, and far below
+ * the file descriptors a daemon gets, so a flood of sockets cannot starve the store and runners of fds.
+ */
+export const SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({ headersTimeoutMs: 30_000, bodyIdleTimeoutMs: BODY_IDLE_TIMEOUT_MS, keepAliveTimeoutMs: 5_000, maxConnections: 1024 });
 
 /** The server and its shutdown switch. */
 export interface HttpServer {
@@ -55,17 +75,22 @@ export const SERVER_TIMEOUTS = { headersTimeoutMs: 30_000, requestTimeoutMs: 0, 
 /** Creates (does not start) the daemon's HTTP server. */
 export function createHttpServer(options: HttpServerOptions): HttpServer {
   let draining = false;
+  const limits: ServerLimits = { ...SERVER_LIMITS, ...options.limits };
   // requireHostHeader off: a missing Host is refused by the Host guard, with the contract's body.
-  const server = http.createServer({ requireHostHeader: false, noDelay: true }, (req, res) => {
+  // Node checks the headers timeout only every connectionsCheckingInterval (30 s by default).
+  const connectionsCheckingInterval = Math.min(30_000, Math.max(50, Math.floor(limits.headersTimeoutMs / 4)));
+  const server = http.createServer({ requireHostHeader: false, noDelay: true, connectionsCheckingInterval }, (req, res) => {
+    watchBodyIdle(req, res, limits.bodyIdleTimeoutMs);
     handle(options, req, res, draining).catch((err: unknown) => {
       // Only a bug in the error path itself lands here; never let it take the daemon down.
       options.log.error({ err }, "failed to answer a request");
       res.destroy();
     });
   });
-  server.headersTimeout = SERVER_TIMEOUTS.headersTimeoutMs;
+  server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = SERVER_TIMEOUTS.requestTimeoutMs;
-  server.keepAliveTimeout = SERVER_TIMEOUTS.keepAliveTimeoutMs;
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  server.maxConnections = limits.maxConnections;
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
   return {
     server,
@@ -154,6 +179,43 @@ function parseUrl(target: string): URL {
   } catch {
     return new URL(`${base}/${encodeURIComponent(target)}`); // routes to a 404 naming the target
   }
+}
+
+/**
+ * A body that stops arriving ends with 408 and a closed connection, whatever the handler does with
+ * it (readJson has its own timer; a blob upload streams to disk and has none). The socket's byte
+ * count is watched rather than the stream itself, so no data is taken from the handler; a socket
+ * paused by our own backpressure (a slow disk) or with data still unread does not count as idle.
+ */
+function watchBodyIdle(req: IncomingMessage, res: ServerResponse, timeoutMs: number): void {
+  if (req.complete || timeoutMs <= 0) return;
+  const socket = req.socket;
+  let seen = socket.bytesRead;
+  let idleSince = Date.now();
+  // Node does not end a request whose response was already sent when its socket closes: a handler
+  // still reading the body (a blob upload) would wait forever. Destroying it makes the read fail.
+  const onSocketClose = () => {
+    if (!req.complete) req.destroy();
+  };
+  socket.once("close", onSocketClose);
+  const timer = setInterval(() => {
+    if (req.complete) socket.off("close", onSocketClose);
+    if (req.complete || res.writableEnded || socket.destroyed) return clearInterval(timer);
+    if (socket.bytesRead !== seen || socket.isPaused() || req.readableLength > 0) {
+      seen = socket.bytesRead;
+      idleSince = Date.now();
+      return;
+    }
+    if (Date.now() - idleSince < timeoutMs) return;
+    clearInterval(timer);
+    if (res.headersSent) socket.destroy();
+    else sendJson(res, 408, { error: "request body timeout" }, { connection: "close" });
+  }, Math.max(25, Math.floor(timeoutMs / 4)));
+  timer.unref();
+  res.once("close", () => {
+    clearInterval(timer);
+    if (req.complete) socket.off("close", onSocketClose);
+  });
 }
 
 /** Node's own parse errors (bad request line, huge headers, timeouts) in the contract's body shape. */

@@ -14,9 +14,9 @@ import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
 import type { ResolvedModel } from "../models/store.js";
 import { renderTemplate } from "../models/template.js";
-import type { GenerateStats, GrammarSpec, PromptSpec } from "../runner/protocol.js";
+import type { GrammarSpec, PromptSpec } from "../runner/protocol.js";
 import { parseDuration } from "../units.js";
-import { resolveOptions } from "./options.js";
+import { emptyStats, finalStats, loadOrUnload, resolveTarget, withLease } from "./completion.js";
 import type { Services } from "./services.js";
 
 const validate = compileValidator<GenerateRequest>(generateSchema);
@@ -25,48 +25,33 @@ export function generateRoutes(router: Router, services: Services): void {
   router.add("POST", "/api/generate", (ctx) => generate(ctx, services));
 }
 
-async function generate(ctx: RequestContext, { config, store, scheduler }: Services): Promise<void> {
+async function generate(ctx: RequestContext, services: Services): Promise<void> {
   const started = process.hrtime.bigint();
-  const body = validate(await readJson(ctx.req, config.maxBodyBytes));
+  const body = validate(await readJson(ctx.req, services.config.maxBodyBytes));
   const keepAliveMs = parseKeepAlive(body.keep_alive);
   const grammar = parseFormat(body.format);
-  const model = await store.resolve(body.model);
-  const opts = resolveOptions(model.params, body.options, ctx.log);
-  const base = { model: body.model, created_at: "", response: "" };
-  const stamp = () => ({ ...base, created_at: new Date().toISOString() });
+  const target = await resolveTarget(services, body.model, body.options, keepAliveMs, ctx.log);
+  const { model, opts } = target;
+  const stamp = () => ({ model: body.model, created_at: new Date().toISOString(), response: "" });
 
   if (body.prompt === "" && !body.context?.length) {
-    if (keepAliveMs === 0) {
-      await scheduler.unload(model.key);
-      return sendJson(ctx.res, 200, { ...stamp(), done: true, done_reason: "unload" } satisfies GenerateFinal);
-    }
-    const lease = await scheduler.acquire(model, { keepAliveMs, numCtx: opts.numCtx, numGpu: opts.numGpu, signal: ctx.signal });
-    lease.release();
-    return sendJson(ctx.res, 200, { ...stamp(), done: true, done_reason: "load" } satisfies GenerateFinal);
+    const doneReason = await loadOrUnload(services, ctx, target);
+    return sendJson(ctx.res, 200, { ...stamp(), done: true, done_reason: doneReason } satisfies GenerateFinal);
   }
   // Fill-in-the-middle works through a prompt template that places `.Suffix` (Ollama's rule).
   if (body.suffix && !/\.Suffix\b/.test(body.template || model.template || "")) throw new BadRequestError(`model '${body.model}' does not support insert`);
 
-  const lease = await scheduler.acquire(model, { keepAliveMs, numCtx: opts.numCtx, numGpu: opts.numGpu, signal: ctx.signal });
-  try {
+  await withLease(services, ctx, target, async (lease) => {
     const prompt = buildPrompt(body, model, lease.runner.info.hasChatTemplate);
     const stream = body.stream !== false ? new NdjsonStream(ctx.res) : undefined;
     let text = "";
-    let stats: GenerateStats;
-    if (opts.maxTokens === 0) {
-      stats = { promptTokens: 0, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason: "length", context: body.context ?? [], truncatedTokens: 0 };
-    } else {
-      const job = { prompt, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar };
-      stats = await lease.runner.generate(
-        job,
-        (chunk) => {
-          // Tokens arrive a few dozen per second; the socket buffers them if the client reads slowly.
-          if (stream) void stream.write({ ...stamp(), response: chunk, done: false });
-          else text += chunk;
-        },
-        ctx.signal,
-      );
-    }
+    const job = { prompt, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar };
+    const onChunk = (chunk: string) => {
+      // Tokens arrive a few dozen per second; the socket buffers them if the client reads slowly.
+      if (stream) void stream.write({ ...stamp(), response: chunk, done: false });
+      else text += chunk;
+    };
+    const stats = opts.maxTokens === 0 ? emptyStats("length", body.context ?? []) : await lease.runner.generate(job, onChunk, ctx.signal);
     if (stats.truncatedTokens > 0) ctx.log.warn({ model: model.display, truncated: stats.truncatedTokens }, "prompt longer than the context; truncated from the front");
     if (stats.doneReason === "cancelled") return; // the client is gone
     const final: GenerateFinal = {
@@ -75,18 +60,11 @@ async function generate(ctx: RequestContext, { config, store, scheduler }: Servi
       done: true,
       done_reason: stats.doneReason,
       context: stats.context,
-      total_duration: Number(process.hrtime.bigint() - started),
-      load_duration: lease.loadNs,
-      prompt_eval_count: stats.promptEvalCount,
-      prompt_eval_duration: stats.promptEvalNs,
-      eval_count: stats.evalCount,
-      eval_duration: stats.evalNs,
+      ...finalStats(started, lease.loadNs, stats),
     };
     if (stream) stream.end(final);
     else sendJson(ctx.res, 200, final);
-  } finally {
-    lease.release();
-  }
+  });
 }
 
 /** The prompt as the runner evaluates it: raw, through a Go template, or through the GGUF chat template. */

@@ -23,16 +23,19 @@ import {
   type LlamaText,
   type Token,
 } from "node-llama-cpp";
-import type { ChatTurn, FromRunner, GenerateJob, GenerateStats, LoadSpec, RunnerFailureKind, ToRunner } from "./protocol.js";
+import type { ChatTurn, FromRunner, GenerateJob, GenerateStats, GrammarSpec, LoadSpec, RunnerFailureKind, ToRunner } from "./protocol.js";
+import { runChat, supportsThinking, type JobRuntime } from "./chat.js";
+import { runEmbed } from "./embed.js";
+import { estimateLoad } from "./estimate.js";
 
-interface Slot {
+export interface Slot {
   sequence: LlamaContextSequence;
   completion: LlamaCompletion;
   busy: boolean;
   lastUsed: number;
 }
 
-interface Loaded {
+export interface Loaded {
   llama: Llama;
   model: LlamaModel;
   context: LlamaContext;
@@ -41,6 +44,8 @@ interface Loaded {
 }
 
 let loaded: Loaded | undefined;
+/** Resolves the wait after an `estimate` message (the parent's `admit`). */
+let admit: (() => void) | undefined;
 const jobs = new Map<number, AbortController>();
 let useCounter = 0;
 
@@ -77,11 +82,23 @@ async function load(spec: LoadSpec): Promise<void> {
     send({ type: "load-failed", kind: "other", message: `no usable llama.cpp backend: ${clientSafe(err)}` });
     return;
   }
+  // Memory check before loading anything: the parent evicts idle models or refuses (the scheduler).
+  const estimate = await estimateLoad(llama, spec).catch((err: unknown) => {
+    // An unreadable header: loadModel below reports it as a corrupt file.
+    log("debug", "memory estimate failed", { err: clientSafe(err, spec.path) });
+    return undefined;
+  });
+  if (estimate) {
+    const admitted = new Promise<void>((resolve) => (admit = resolve));
+    send({ type: "estimate", estimate });
+    await admitted;
+  }
+  const gpuLayers = llama.gpu !== false && estimate ? estimate.gpuLayers : spec.gpuLayers;
   let model: LlamaModel;
   try {
     model = await llama.loadModel({
       modelPath: spec.path,
-      ...(spec.gpuLayers === undefined ? {} : { gpuLayers: spec.gpuLayers }),
+      ...(gpuLayers === undefined ? {} : { gpuLayers }),
       onLoadProgress: (fraction) => send({ type: "progress", fraction }),
     });
   } catch (err) {
@@ -117,13 +134,15 @@ async function load(spec: LoadSpec): Promise<void> {
       contextSize: context.contextSize,
       trainContextSize: model.trainContextSize,
       sequences: spec.sequences,
-      ramBytes: usage.ram + context.stateSize,
-      vramBytes: usage.vram,
+      // The context's buffers are not in memoryUsage; node-llama-cpp's estimate counts them.
+      ramBytes: Math.max(usage.ram + context.stateSize, estimate?.ramBytes ?? 0),
+      vramBytes: Math.max(usage.vram, estimate?.vramBytes ?? 0),
       gpu: llama.gpu,
       gpuLayers: model.gpuLayers,
       threads: spec.threads,
       hasChatTemplate: typeof model.fileInfo.metadata.tokenizer?.chat_template === "string",
       embeddingLength: model.embeddingVectorSize,
+      thinking: supportsThinking(model),
     },
   });
 }
@@ -156,7 +175,9 @@ function pickSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: nu
   for (const slot of l.slots) {
     if (slot.busy) continue;
     const cached = commonPrefix(slot.sequence.contextTokens, tokens);
-    if (!best || cached > best.cached || (cached === best.cached && slot.lastUsed < best.slot.lastUsed)) best = { slot, cached };
+    // A shared BOS alone is no reason to overwrite a slot's cache: compare such slots by age (LRU).
+    const useful = (n: number) => (n > 1 ? n : 0);
+    if (!best || useful(cached) > useful(best.cached) || (useful(cached) === useful(best.cached) && slot.lastUsed < best.slot.lastUsed)) best = { slot, cached };
   }
   return best;
 }
@@ -168,12 +189,24 @@ function commonPrefix(a: readonly Token[], b: readonly Token[]): number {
   return i;
 }
 
-async function grammarFor(l: Loaded, job: GenerateJob): Promise<LlamaGrammar | undefined> {
-  if (!job.grammar) return undefined;
-  if (job.grammar.kind === "json") return l.llama.getGrammarFor("json");
+async function grammarFor(l: Loaded, spec: GrammarSpec | undefined): Promise<LlamaGrammar | undefined> {
+  if (!spec) return undefined;
+  if (spec.kind === "json") return l.llama.getGrammarFor("json");
   // The schema type is node-llama-cpp's GbnfJsonSchema; it rejects what it cannot express.
-  return l.llama.createGrammarForJsonSchema(job.grammar.schema as Parameters<Llama["createGrammarForJsonSchema"]>[0]);
+  return l.llama.createGrammarForJsonSchema(spec.schema as Parameters<Llama["createGrammarForJsonSchema"]>[0]);
 }
+
+/** Marks the slot `pickSlot` chose busy; shared by generate and the chat jobs (the prompt cache). */
+function takeSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: number } | undefined {
+  const picked = pickSlot(l, tokens);
+  if (!picked) return undefined;
+  picked.slot.busy = true;
+  picked.slot.lastUsed = ++useCounter;
+  return picked;
+}
+
+/** What chat.ts and embed.ts use of this process. */
+const runtime: JobRuntime = { loaded: () => loaded, takeSlot, grammarFor, jobs, send, log, clientSafe };
 
 async function generate(id: number, job: GenerateJob): Promise<void> {
   const l = loaded;
@@ -184,7 +217,7 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
   try {
     let grammar: LlamaGrammar | undefined;
     try {
-      grammar = await grammarFor(l, job);
+      grammar = await grammarFor(l, job.grammar);
     } catch (err) {
       return send({ type: "failed", id, kind: "invalid", message: `invalid format schema: ${clientSafe(err)}` });
     }
@@ -197,11 +230,9 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
     const truncatedTokens = Math.max(0, all.length - maxInput);
     const tokens = truncatedTokens > 0 ? all.slice(truncatedTokens) : all;
     const evaluated = hasBos && bos !== null ? [bos, ...tokens] : tokens;
-    const picked = pickSlot(l, evaluated);
+    const picked = takeSlot(l, evaluated);
     if (!picked) return send({ type: "failed", id, kind: "other", message: "no free slot in the runner" });
     slot = picked.slot;
-    slot.busy = true;
-    slot.lastUsed = ++useCounter;
     // LlamaCompletion re-evaluates at least the last prompt token, so at most length-1 come from cache.
     const cached = Math.min(picked.cached, evaluated.length - 1);
     const generated: Token[] = [];
@@ -286,8 +317,18 @@ function onMessage(msg: ToRunner): void {
     case "generate":
       void generate(msg.id, msg.job);
       break;
+    case "chat":
+      void runChat(runtime, msg.id, msg.job);
+      break;
+    case "embed":
+      void runEmbed(runtime, msg.id, msg.job);
+      break;
     case "cancel":
       jobs.get(msg.id)?.abort();
+      break;
+    case "admit":
+      admit?.();
+      admit = undefined;
       break;
     case "unload":
       void exitCleanly(0);

@@ -8,8 +8,12 @@ import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 import type { Logger } from "pino";
 import { BadRequestError, ModelLoadError, ModelRunError } from "../errors.js";
+import { GgufError, validateGguf } from "../models/gguf.js";
 import { formatBytes } from "../units.js";
-import type { FromRunner, GenerateJob, GenerateStats, LoadSpec, RunnerFailureKind, RunnerInfo, ToRunner } from "./protocol.js";
+import type { ChatJob, ChatResult, EmbedJob, EmbedResult, FromRunner, GenerateJob, GenerateStats, LoadSpec, MemoryEstimate, RunnerFailureKind, RunnerInfo, ToRunner } from "./protocol.js";
+
+/** What metrics learn about each finished job. */
+export type JobStats = Pick<GenerateStats, "promptEvalCount" | "promptEvalNs" | "evalCount" | "evalNs">;
 
 /** Path of the compiled child entry. Under a TypeScript loader (tests) the compiled file in dist/ is used. */
 export function childEntry(): string {
@@ -26,11 +30,20 @@ export interface RunnerOptions {
   log: Logger;
   /** A load that reports no progress for this long is abandoned and the child killed. */
   loadTimeoutMs: number;
+  /**
+   * Decides on the child's memory estimate before anything is loaded: resolves to let the load go
+   * ahead (after making room), rejects (a {@link ModelLoadError}) to refuse it. Absent = admit.
+   */
+  admit?: ((estimate: MemoryEstimate) => Promise<void>) | undefined;
+  /** Aborting it while the model loads kills the child and rejects with `load cancelled`. */
+  signal?: AbortSignal | undefined;
 }
 
 interface PendingJob {
   onChunk: (text: string) => void;
-  resolve: (stats: GenerateStats) => void;
+  onThinking?: ((text: string) => void) | undefined;
+  /** Receives the job's result: GenerateStats, ChatResult or EmbedResult by job type. */
+  resolve: (result: unknown) => void;
   reject: (err: Error) => void;
 }
 
@@ -43,6 +56,8 @@ export class Runner {
   private stopping = false;
   /** Called once when the child exits without being asked to. */
   onCrash: ((reason: string) => void) | undefined;
+  /** Called with the token counts and timings of each finished job (metrics). */
+  onStats: ((stats: JobStats) => void) | undefined;
 
   private constructor(
     private readonly child: ChildProcess,
@@ -64,6 +79,7 @@ export class Runner {
 
   /** Forks a child and loads the model; rejects with {@link ModelLoadError} on any failure. */
   static async start(spec: LoadSpec, options: RunnerOptions): Promise<Runner> {
+    await checkModelFile(spec.path, options.name); // a malformed file never reaches llama.cpp
     const child = fork(childEntry(), [], {
       // UV_THREADPOOL_SIZE=1 pins llama.cpp's decode calls to one libuv thread, which doubles
       // decode speed on small machines (../shared/notes/engine-speed.md). It must be set before Node starts.
@@ -82,18 +98,37 @@ export class Runner {
 
   /** Runs one generation; `onChunk` receives text as it is produced. Aborting `signal` cancels it. */
   generate(job: GenerateJob, onChunk: (text: string) => void, signal?: AbortSignal): Promise<GenerateStats> {
+    return this.run<GenerateStats>((id) => ({ type: "generate", id, job }), { onChunk }, signal);
+  }
+
+  /** Runs one chat job; content and thought text arrive through the callbacks as they are produced. */
+  chat(job: ChatJob, on: { onChunk: (text: string) => void; onThinking?: (text: string) => void }, signal?: AbortSignal): Promise<ChatResult> {
+    return this.run<ChatResult>((id) => ({ type: "chat", id, job }), on, signal);
+  }
+
+  /** Computes one raw embedding vector per input. */
+  embed(job: EmbedJob, signal?: AbortSignal): Promise<EmbedResult> {
+    return this.run<EmbedResult>((id) => ({ type: "embed", id, job }), { onChunk: () => undefined }, signal);
+  }
+
+  /** Sends a job and settles with its result; aborting `signal` cancels it in the child. */
+  private run<T>(message: (id: number) => ToRunner, on: Pick<PendingJob, "onChunk" | "onThinking">, signal: AbortSignal | undefined): Promise<T> {
     if (this.exited) return Promise.reject(new ModelRunError("the model runner is not running"));
     const id = this.nextId++;
-    return new Promise<GenerateStats>((resolve, reject) => {
+    const msg = message(id);
+    // IPC serialises with JSON.stringify, which overflows the stack on very deep values (a `format`
+    // or tool schema nested thousands of levels): refuse those before sending.
+    if (nestedDeeperThan(msg, MAX_JOB_DEPTH)) return Promise.reject(new BadRequestError(`request nested too deeply (more than ${MAX_JOB_DEPTH} levels)`));
+    return new Promise<T>((resolve, reject) => {
       const onAbort = () => this.send({ type: "cancel", id });
       signal?.addEventListener("abort", onAbort, { once: true });
       const cleanup = () => signal?.removeEventListener("abort", onAbort);
       this.jobs.set(id, {
-        onChunk,
-        resolve: (stats) => (cleanup(), resolve(stats)),
+        ...on,
+        resolve: (result) => (cleanup(), resolve(result as T)),
         reject: (err) => (cleanup(), reject(err)),
       });
-      this.send({ type: "generate", id, job });
+      this.send(msg);
       if (signal?.aborted) onAbort();
     });
   }
@@ -127,7 +162,17 @@ export class Runner {
         this.jobs.get(msg.id)?.onChunk(msg.text);
         break;
       case "done":
+        this.onStats?.(msg.stats);
         this.jobs.get(msg.id)?.resolve(msg.stats);
+        this.jobs.delete(msg.id);
+        break;
+      case "thinking":
+        this.jobs.get(msg.id)?.onThinking?.(msg.text);
+        break;
+      case "chat-done":
+      case "embedded":
+        this.onStats?.(msg.type === "chat-done" ? msg.result.stats : { promptEvalCount: msg.result.promptTokens, promptEvalNs: 0, evalCount: 0, evalNs: 0 });
+        this.jobs.get(msg.id)?.resolve(msg.result);
         this.jobs.delete(msg.id);
         break;
       case "failed":
@@ -151,6 +196,30 @@ export class Runner {
       this.options.log.error({ pid: this.pid, code, signal, model: this.options.name }, "runner exited unexpectedly");
       this.onCrash?.(how);
     }
+  }
+}
+
+/** Deepest nesting of a job sent to a runner (the job's own envelope takes about five levels). */
+const MAX_JOB_DEPTH = 128;
+
+/** True when `value` nests objects/arrays more than `limit` levels; stops looking at the limit. */
+function nestedDeeperThan(value: unknown, limit: number): boolean {
+  if (value === null || typeof value !== "object") return false;
+  if (limit === 0) return true;
+  for (const v of Array.isArray(value) ? value : Object.values(value)) if (nestedDeeperThan(v, limit - 1)) return true;
+  return false;
+}
+
+/**
+ * Validates the GGUF structure before any child is forked: node-llama-cpp's own reader spins or
+ * throws on crafted counts and lengths, and llama.cpp trusts tensor offsets (see models/gguf.ts).
+ */
+async function checkModelFile(file: string, name: string): Promise<void> {
+  try {
+    await validateGguf(file);
+  } catch (err) {
+    if (err instanceof GgufError) throw new ModelLoadError(name, `corrupt model file: ${err.message}`);
+    throw new ModelLoadError(name, "the model file could not be read", err);
   }
 }
 
@@ -183,7 +252,15 @@ function waitForLoad(child: ChildProcess, spec: LoadSpec, options: RunnerOptions
     };
     const onMessage = (msg: FromRunner) => {
       if (msg.type === "progress") arm();
-      else if (msg.type === "loaded") {
+      else if (msg.type === "estimate") {
+        // The memory check may evict other models first; the no-progress timer waits meanwhile.
+        clearTimeout(timer);
+        const admit = options.admit ?? (() => Promise.resolve());
+        admit(msg.estimate).then(
+          () => (child.send({ type: "admit" } satisfies ToRunner), arm()),
+          (err: unknown) => fail(err instanceof ModelLoadError ? err : new ModelLoadError(options.name, String(err))),
+        );
+      } else if (msg.type === "loaded") {
         finish();
         options.log.info({ model: options.name, pid: child.pid, ram: formatBytes(msg.info.ramBytes), contextSize: msg.info.contextSize, sequences: msg.info.sequences, gpu: msg.info.gpu, threads: msg.info.threads }, "model loaded");
         resolve(msg.info);
@@ -197,8 +274,11 @@ function waitForLoad(child: ChildProcess, spec: LoadSpec, options: RunnerOptions
       fail(new ModelLoadError(options.name, `the model runner exited while loading (${signal ? `signal ${signal}` : `exit status ${code}`})`));
     };
     const onError = (err: Error) => fail(new ModelLoadError(options.name, `could not start the model runner: ${err.message}`, err));
+    // Every request waiting for this load went away: stop it rather than load a model nobody asked for.
+    const onAbort = () => fail(new ModelLoadError(options.name, "load cancelled"));
     function finish() {
       clearTimeout(timer);
+      options.signal?.removeEventListener("abort", onAbort);
       child.off("message", onMessage);
       child.off("exit", onExit);
       child.off("error", onError);
@@ -206,6 +286,7 @@ function waitForLoad(child: ChildProcess, spec: LoadSpec, options: RunnerOptions
     child.on("message", onMessage);
     child.on("exit", onExit);
     child.on("error", onError);
+    options.signal?.addEventListener("abort", onAbort, { once: true });
     arm();
     child.send({ type: "load", spec } satisfies ToRunner);
   });

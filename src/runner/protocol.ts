@@ -41,6 +41,62 @@ export interface SamplingSpec {
 export interface ChatTurn {
   role: "system" | "user" | "assistant" | "tool";
   content: string;
+  /** Assistant turns: the tool calls the model made (their results follow as `tool` turns). */
+  toolCalls?: ToolCallSpec[] | undefined;
+  /** Tool turns: the name of the tool whose result this is (matched to the call; else the next unanswered call). */
+  toolName?: string | undefined;
+}
+
+/** A function the model may call: its name, description and a JSON Schema of its arguments. */
+export interface ToolSpec {
+  name: string;
+  description?: string | undefined;
+  parameters?: object | undefined;
+}
+
+/** A call of a tool: the function's name and its arguments object. */
+export interface ToolCallSpec {
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+/**
+ * `auto`: the model may call a tool; `none`: tools are not offered; `required`: it must call one
+ * (enforced by grammar); `{name}`: it must call that one.
+ */
+export type ToolChoice = "auto" | "none" | "required" | { name: string };
+
+/** A chat turn sequence rendered with the model's own chat template (node-llama-cpp's LlamaChat). */
+export interface ChatJob {
+  turns: ChatTurn[];
+  sampling: SamplingSpec;
+  maxTokens?: number | undefined;
+  fillContext?: boolean | undefined;
+  stop: string[];
+  /** `format`; not combined with tools (the answer is constrained to the format instead). */
+  grammar?: GrammarSpec | undefined;
+  tools?: ToolSpec[] | undefined;
+  toolChoice?: ToolChoice | undefined;
+  /** true: thoughts allowed and reported apart; false: no thought tokens; undefined: the template's default. */
+  think?: boolean | undefined;
+}
+
+export interface ChatResult {
+  stats: GenerateStats;
+  toolCalls: ToolCallSpec[];
+}
+
+/** Texts to embed; `truncate: false` makes an input longer than the context fail (`invalid`). */
+export interface EmbedJob {
+  inputs: string[];
+  truncate: boolean;
+}
+
+export interface EmbedResult {
+  /** One raw (not normalized) vector per input. */
+  embeddings: number[][];
+  /** Tokens evaluated over all inputs. */
+  promptTokens: number;
 }
 
 /** What to evaluate: already-rendered text, or turns the child renders with the model's own chat template. */
@@ -61,6 +117,18 @@ export interface GenerateJob {
   grammar?: GrammarSpec | undefined;
 }
 
+/** What a load will take, by node-llama-cpp's estimates from the GGUF header (nothing allocated yet). */
+export interface MemoryEstimate {
+  /** RAM for the model's CPU part and the context. */
+  ramBytes: number;
+  /** VRAM for the offloaded layers and their context (0 on CPU). */
+  vramBytes: number;
+  /** VRAM free now, as the backend reports it (0 on CPU). */
+  vramFreeBytes: number;
+  /** Layers the load will offload (num_gpu, or node-llama-cpp's "auto" resolved). */
+  gpuLayers: number;
+}
+
 /** What a loaded runner reports about itself. */
 export interface RunnerInfo {
   contextSize: number;
@@ -75,6 +143,8 @@ export interface RunnerInfo {
   threads: number;
   hasChatTemplate: boolean;
   embeddingLength: number;
+  /** The chat template has a thought segment (`think` is supported). */
+  thinking?: boolean | undefined;
 }
 
 export type DoneReason = "stop" | "length" | "cancelled";
@@ -96,7 +166,11 @@ export interface GenerateStats {
 
 export type ToRunner =
   | { type: "load"; spec: LoadSpec }
+  /** After an `estimate`: the parent found room, load now. */
+  | { type: "admit" }
   | { type: "generate"; id: number; job: GenerateJob }
+  | { type: "chat"; id: number; job: ChatJob }
+  | { type: "embed"; id: number; job: EmbedJob }
   | { type: "cancel"; id: number }
   | { type: "unload" };
 
@@ -105,9 +179,14 @@ export type RunnerFailureKind = "corrupt" | "memory" | "invalid" | "other";
 
 export type FromRunner =
   | { type: "progress"; fraction: number }
+  /** Sent before loading anything; the child waits for `admit` (or is stopped). */
+  | { type: "estimate"; estimate: MemoryEstimate }
   | { type: "loaded"; info: RunnerInfo }
   | { type: "load-failed"; kind: RunnerFailureKind; message: string }
   | { type: "chunk"; id: number; text: string }
   | { type: "done"; id: number; stats: GenerateStats }
+  | { type: "thinking"; id: number; text: string }
+  | { type: "chat-done"; id: number; result: ChatResult }
+  | { type: "embedded"; id: number; result: EmbedResult }
   | { type: "failed"; id: number; kind: RunnerFailureKind; message: string }
   | { type: "log"; level: "debug" | "info" | "warn" | "error"; msg: string; data?: Record<string, unknown> };

@@ -9,12 +9,16 @@
  * - After its last request a model stays loaded for its keep-alive (per request or the default),
  *   then unloads; 0 unloads at once, negative never.
  * - A runner that crashes is dropped; its requests fail with a 500 and the next request reloads.
+ * - Before a load, the runner reports node-llama-cpp's memory estimate; idle models are evicted
+ *   (least recently used first) if that makes room, else the load is refused without trying.
+ * - A load that every waiting request gave up on is stopped.
  */
 import type { Logger } from "pino";
 import { ServiceBusyError, ShuttingDownError } from "../errors.js";
 import type { ResolvedModel } from "../models/store.js";
-import type { LoadSpec, RunnerGpu } from "../runner/protocol.js";
-import { Runner } from "../runner/client.js";
+import type { LoadSpec, MemoryEstimate, RunnerGpu } from "../runner/protocol.js";
+import { Runner, type JobStats, type RunnerOptions } from "../runner/client.js";
+import { availableRam, notEnoughMemory, shortfall, type Room } from "./memory.js";
 
 export interface SchedulerOptions {
   log: Logger;
@@ -27,8 +31,10 @@ export interface SchedulerOptions {
   threads: number;
   gpu: RunnerGpu;
   loadTimeoutMs: number;
-  /** Starts a runner; tests may replace it. */
-  startRunner?: (spec: LoadSpec, model: ResolvedModel) => Promise<Runner>;
+  /** Starts a runner; tests may replace it. `hooks` carry the memory check and the load's cancellation. */
+  startRunner?: (spec: LoadSpec, model: ResolvedModel, hooks?: Pick<RunnerOptions, "admit" | "signal">) => Promise<Runner>;
+  /** Called with each finished job's token counts and timings (metrics). */
+  onJobStats?: (model: ResolvedModel, stats: JobStats) => void;
 }
 
 export interface AcquireOptions {
@@ -73,7 +79,10 @@ interface Waiter {
 /** What `/api/ps` shows for each loaded model. */
 export interface LoadedModelInfo {
   model: ResolvedModel;
+  /** When the idle model unloads; undefined while in use or when kept forever. */
   expiresAt: Date | undefined;
+  /** The keep-alive that applies after its last request (negative = forever). */
+  keepAliveMs: number;
   ramBytes: number;
   vramBytes: number;
   contextLength: number;
@@ -84,7 +93,9 @@ export interface LoadedModelInfo {
 export class Scheduler {
   private readonly loaded = new Map<string, Loaded>();
   private readonly waiting: Waiter[] = [];
-  private loading: { key: string; promise: Promise<void> } | undefined;
+  private loading: { key: string; promise: Promise<void>; abort?: AbortController } | undefined;
+  /** A runner reported a GPU: the automatic `maxLoaded` becomes 3. */
+  private gpuSeen = false;
   private accepting = true;
   private useCounter = 0;
   private readonly idleWaiters = new Set<() => void>();
@@ -93,7 +104,13 @@ export class Scheduler {
 
   /** Models resident at most at once. */
   get maxLoaded(): number {
-    return this.options.maxLoaded > 0 ? this.options.maxLoaded : 1;
+    if (this.options.maxLoaded > 0) return this.options.maxLoaded;
+    return this.gpuSeen ? 3 : 1;
+  }
+
+  /** Key of the model being loaded now, if any (tests, metrics). */
+  get loadingModel(): string | undefined {
+    return this.loading?.abort ? this.loading.key : undefined;
   }
 
   /** Requests waiting for a slot or a load. */
@@ -121,6 +138,9 @@ export class Scheduler {
           const i = this.waiting.indexOf(waiter);
           if (i >= 0) this.waiting.splice(i, 1);
           reject(options.signal?.reason);
+          // Nobody else waits for the model being loaded: stop the load too.
+          const loading = this.loading;
+          if (loading?.key === model.key && !this.waiting.some((w) => w.model.key === model.key)) loading.abort?.abort();
           this.pump();
         },
       };
@@ -145,6 +165,7 @@ export class Scheduler {
       .map((e) => ({
         model: e.model,
         expiresAt: e.expiresAt,
+        keepAliveMs: e.keepAliveMs,
         ramBytes: e.runner.info.ramBytes,
         vramBytes: e.runner.info.vramBytes,
         contextLength: e.runner.info.contextSize,
@@ -307,11 +328,18 @@ export class Scheduler {
     const model = first.model;
     const spec = this.specFor(model, first.options);
     const started = process.hrtime.bigint();
-    const start = this.options.startRunner ?? ((s: LoadSpec, m: ResolvedModel) => Runner.start(s, { name: m.display, log: this.options.log, loadTimeoutMs: this.options.loadTimeoutMs }));
-    const promise = start(spec, model).then(
+    const abort = new AbortController();
+    const hooks = { admit: (estimate: MemoryEstimate) => this.admit(model, estimate), signal: abort.signal };
+    const start =
+      this.options.startRunner ??
+      ((s: LoadSpec, m: ResolvedModel) => Runner.start(s, { name: m.display, log: this.options.log, loadTimeoutMs: this.options.loadTimeoutMs, ...hooks }));
+    const promise = start(spec, model, hooks).then(
       (runner) => {
         const entry: Loaded = { model, runner, spec, active: 0, keepAliveMs: this.options.defaultKeepAliveMs, expiresAt: undefined, timer: undefined, lastUsed: ++this.useCounter };
         runner.onCrash = () => this.dropCrashed(entry);
+        const onJobStats = this.options.onJobStats;
+        if (onJobStats) runner.onStats = (stats) => onJobStats(model, stats);
+        if (runner.info.gpu) this.gpuSeen = true;
         this.loaded.set(model.key, entry);
         const loadNs = Number(process.hrtime.bigint() - started);
         // Grant the waiters of this model first so they can report load_duration.
@@ -338,7 +366,34 @@ export class Scheduler {
         }
       },
     );
-    this.loading = { key: model.key, promise: promise.then(() => this.finishLoad()) };
+    this.loading = { key: model.key, promise: promise.then(() => this.finishLoad()), abort };
+  }
+
+  /**
+   * The memory check (runs while this load holds the one loading turn): refuses a model that cannot
+   * fit even with every idle model gone, else evicts idle models, least recently used first, until
+   * node-llama-cpp's estimate fits in what is available.
+   */
+  private async admit(model: ResolvedModel, estimate: MemoryEstimate): Promise<void> {
+    const idle = () => [...this.loaded.values()].filter((e) => e.active === 0 && e.model.key !== model.key).sort((a, b) => a.lastUsed - b.lastUsed);
+    // What evicting frees is counted by the runners' own accounting, not re-measured: a process's
+    // memory (page cache of mmapped weights especially) shows up as available only gradually.
+    const now: Room = { ram: await availableRam(), vram: estimate.vramFreeBytes };
+    const reclaimable = idle().reduce((r, e) => ({ ram: r.ram + e.runner.info.ramBytes, vram: r.vram + e.runner.info.vramBytes }), { ram: 0, vram: 0 });
+    const reason = shortfall(estimate, { ram: now.ram + reclaimable.ram, vram: now.vram + reclaimable.vram });
+    if (reason) {
+      this.options.log.warn({ model: model.display, needRam: estimate.ramBytes, needVram: estimate.vramBytes, room: now, reclaimable }, "model does not fit in memory; load refused");
+      throw notEnoughMemory(model.display, reason);
+    }
+    for (const entry of idle()) {
+      if (!shortfall(estimate, now)) break;
+      // A request may have taken the model while we measured: never evict a model in use.
+      if (entry.active > 0 || this.loaded.get(entry.model.key) !== entry) continue;
+      this.options.log.info({ model: entry.model.display, for: model.display }, "evicting an idle model to make room");
+      await this.evict(entry);
+      now.ram += entry.runner.info.ramBytes;
+      now.vram += entry.runner.info.vramBytes;
+    }
   }
 
   private dropCrashed(entry: Loaded): void {

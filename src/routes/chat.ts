@@ -1,0 +1,100 @@
+/**
+ * `POST /api/chat` (CONTRACT §4): parse → validate → schedule → respond.
+ *
+ * The messages are rendered with the model's own chat template (in the runner); `tools` let the
+ * model answer with `message.tool_calls`, whose results come back as `tool` messages; `format`
+ * constrains the answer by grammar. Streams NDJSON unless `stream:false`. Empty `messages` is the
+ * load form, and with `keep_alive: 0` the unload form.
+ */
+import type { ChatFinal, ChatMessage, ChatRequest, ChatResponseMessage, ChatToolCall, ChatTool } from "../api/chat-types.js";
+import { chatSchema } from "../api/chat-schemas.js";
+import { BadRequestError } from "../errors.js";
+import { readJson } from "../http/body.js";
+import { NdjsonStream, sendJson } from "../http/respond.js";
+import type { RequestContext, Router } from "../http/router.js";
+import { compileValidator } from "../http/validate.js";
+import type { ChatTurn, ToolCallSpec, ToolSpec } from "../runner/protocol.js";
+import { finalStats, loadOrUnload, resolveTarget, runChat } from "./completion.js";
+import { parseFormat, parseKeepAlive } from "./generate.js";
+import type { Services } from "./services.js";
+
+const validate = compileValidator<ChatRequest>(chatSchema);
+
+export function chatRoutes(router: Router, services: Services): void {
+  router.add("POST", "/api/chat", (ctx) => chat(ctx, services));
+}
+
+async function chat(ctx: RequestContext, services: Services): Promise<void> {
+  const started = process.hrtime.bigint();
+  const body = validate(await readJson(ctx.req, services.config.maxBodyBytes));
+  const keepAliveMs = parseKeepAlive(body.keep_alive);
+  const grammar = parseFormat(body.format);
+  const target = await resolveTarget(services, body.model, body.options, keepAliveMs, ctx.log);
+  const stamp = () => ({ model: body.model, created_at: new Date().toISOString() });
+  const messages = body.messages ?? [];
+
+  if (messages.length === 0) {
+    const reason = await loadOrUnload(services, ctx, target);
+    return sendJson(ctx.res, 200, { ...stamp(), message: { role: "assistant", content: "" }, done: true, done_reason: reason } satisfies ChatFinal);
+  }
+  if (messages.some((m) => m.images?.length)) throw new BadRequestError(`model '${body.model}' does not support images`);
+  const turns = messages.map(toTurn);
+  const tools = toToolSpecs(body.tools);
+  const think = body.think === undefined ? undefined : body.think !== false;
+
+  const stream = body.stream !== false ? new NdjsonStream(ctx.res) : undefined;
+  const chunk = (message: ChatResponseMessage) => void stream?.write({ ...stamp(), message, done: false });
+  let content = "";
+  let thinking = "";
+  const { result, loadNs } = await runChat(services, ctx, target, { turns, tools, grammar, think }, {
+    onChunk: (text) => (stream ? chunk({ role: "assistant", content: text }) : (content += text)),
+    onThinking: (text) => (stream ? chunk({ role: "assistant", content: "", thinking: text }) : (thinking += text)),
+  });
+  const { stats } = result;
+  if (stats.doneReason === "cancelled") return; // the client is gone
+  const toolCalls = toOllamaCalls(result.toolCalls);
+  // Streaming: the calls come in a chunk of their own before the final object, as Ollama sends them.
+  if (stream && toolCalls.length > 0) chunk({ role: "assistant", content: "", tool_calls: toolCalls });
+  const message: ChatResponseMessage = { role: "assistant", content: stream ? "" : content };
+  if (!stream && thinking) message.thinking = thinking;
+  if (!stream && toolCalls.length > 0) message.tool_calls = toolCalls;
+  const final: ChatFinal = { ...stamp(), message, done: true, done_reason: stats.doneReason, ...finalStats(started, loadNs, stats) };
+  if (stream) stream.end(final);
+  else sendJson(ctx.res, 200, final);
+}
+
+/** An Ollama message → a runner turn; tool-call arguments may come as an object or a JSON string. */
+export function toTurn(m: ChatMessage, index: number): ChatTurn {
+  const toolCalls = m.tool_calls?.map((c, j) => ({ name: c.function.name, arguments: toArguments(c.function.arguments, `messages[${index}].tool_calls[${j}].function.arguments`) }));
+  return { role: m.role, content: m.content ?? "", ...(toolCalls?.length ? { toolCalls } : {}), ...(m.tool_name ? { toolName: m.tool_name } : {}) };
+}
+
+/** Tool-call arguments as an object: objects pass, JSON strings of objects are parsed, anything else is a 400. */
+export function toArguments(value: unknown, path: string): Record<string, unknown> {
+  let parsed = value;
+  if (typeof value === "string") {
+    try {
+      parsed = value.trim() === "" ? {} : (JSON.parse(value) as unknown);
+    } catch {
+      throw new BadRequestError(`invalid value for parameter '${path}': not valid JSON`);
+    }
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new BadRequestError(`invalid type for parameter '${path}': expected object`);
+  return parsed as Record<string, unknown>;
+}
+
+/** Tools → runner specs; names must be unique. */
+export function toToolSpecs(tools: ChatTool[] | null | undefined): ToolSpec[] | undefined {
+  if (!tools?.length) return undefined;
+  const seen = new Set<string>();
+  return tools.map((t) => {
+    const { name, description, parameters } = t.function;
+    if (seen.has(name)) throw new BadRequestError(`duplicate tool name '${name}'`);
+    seen.add(name);
+    return { name, description, parameters };
+  });
+}
+
+function toOllamaCalls(calls: ToolCallSpec[]): ChatToolCall[] {
+  return calls.map((c, index) => ({ function: { index, name: c.name, arguments: c.arguments } }));
+}

@@ -1,0 +1,40 @@
+/**
+ * `POST /v1/completions`: raw text completion (the prompt is evaluated as given, without the chat
+ * template, as llama.cpp's server does), an adapter over the same runner job as `/api/generate`.
+ */
+import type { OpenAICompletionRequest } from "../../api/chat-types.js";
+import { openaiCompletionSchema } from "../../api/chat-schemas.js";
+import { BadRequestError } from "../../errors.js";
+import { readJson } from "../../http/body.js";
+import { sendJson, SseStream } from "../../http/respond.js";
+import type { RequestContext } from "../../http/router.js";
+import { compileValidator } from "../../http/validate.js";
+import { resolveTarget, runCompletion } from "../completion.js";
+import type { Services } from "../services.js";
+import { finishReason, responseId, SYSTEM_FINGERPRINT, toOptions, unixNow, usageOf } from "./convert.js";
+
+const validate = compileValidator<OpenAICompletionRequest>(openaiCompletionSchema);
+
+export async function completions(ctx: RequestContext, services: Services): Promise<void> {
+  const body = validate(await readJson(ctx.req, services.config.maxBodyBytes));
+  if (body.suffix) throw new BadRequestError(`model '${body.model}' does not support insert`);
+  const prompt = typeof body.prompt === "string" ? body.prompt : (body.prompt[0] ?? "");
+  const target = await resolveTarget(services, body.model, toOptions(body), undefined, ctx.log);
+  const head = { id: responseId("cmpl"), object: "text_completion", created: unixNow(), model: body.model, system_fingerprint: SYSTEM_FINGERPRINT };
+  const choice = (text: string, finish: string | null) => ({ ...head, choices: [{ text, index: 0, logprobs: null, finish_reason: finish }] });
+  const stream = body.stream ? new SseStream(ctx.res) : undefined;
+  let text = body.echo ? prompt : "";
+  if (stream && text) void stream.write(choice(text, null));
+  const { stats } = await runCompletion(services, ctx, target, prompt, undefined, (chunk) => {
+    if (stream) void stream.write(choice(chunk, null));
+    else text += chunk;
+  });
+  if (stats.doneReason === "cancelled") return; // the client is gone
+  const usage = usageOf(stats);
+  if (stream) {
+    void stream.write(choice("", finishReason(stats)));
+    if (body.stream_options?.include_usage) void stream.write({ ...head, choices: [], usage });
+    return stream.done();
+  }
+  sendJson(ctx.res, 200, { ...choice(text, finishReason(stats)), usage });
+}

@@ -1,0 +1,244 @@
+/**
+ * Chat jobs in the runner child (imported only by child.ts): the turns are rendered with the
+ * model's own chat template (node-llama-cpp's chat wrapper for the GGUF's `tokenizer.chat_template`,
+ * Jinja templates included) and generated with `LlamaChat`, which brings function calling (the
+ * wrapper's call syntax, with the name and the arguments constrained by grammars) and thought segments.
+ *
+ * The prompt cache is the child's: the rendered prompt picks the free slot that shares the
+ * longest token prefix with it, and LlamaChat evaluates only what follows that prefix.
+ */
+import {
+  LlamaChat,
+  LlamaText,
+  resolveChatWrapper,
+  type ChatHistoryItem,
+  type ChatModelFunctionCall,
+  type ChatModelFunctions,
+  type ChatModelResponse,
+  type ChatWrapper,
+  type ChatWrapperGeneratedContextState,
+  type GbnfJsonSchema,
+  type LlamaGrammar,
+  type LlamaModel,
+  type Token,
+} from "node-llama-cpp";
+import type { Loaded, Slot } from "./child.js";
+import type { ChatJob, ChatTurn, FromRunner, GrammarSpec, RunnerFailureKind, ToolCallSpec } from "./protocol.js";
+
+/** What chat and embed jobs use of the child process: the loaded model, its slots, IPC. */
+export interface JobRuntime {
+  loaded(): Loaded | undefined;
+  /** Picks the free slot with the longest cached prefix of `tokens` and marks it busy. */
+  takeSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: number } | undefined;
+  grammarFor(l: Loaded, spec: GrammarSpec | undefined): Promise<LlamaGrammar | undefined>;
+  jobs: Map<number, AbortController>;
+  send(msg: FromRunner): void;
+  log(level: "debug" | "info" | "warn" | "error", msg: string, data?: Record<string, unknown>): void;
+  clientSafe(err: unknown, modelFile?: string): string;
+}
+
+const wrappers = new WeakMap<LlamaModel, ChatWrapper>();
+
+/** The model's chat wrapper (resolved once per model). */
+export function chatWrapperOf(model: LlamaModel): ChatWrapper {
+  let wrapper = wrappers.get(model);
+  if (!wrapper) {
+    wrapper = resolveChatWrapper(model);
+    wrappers.set(model, wrapper);
+  }
+  return wrapper;
+}
+
+/** True when the model's chat template knows thought segments (`think` is supported). */
+export function supportsThinking(model: LlamaModel): boolean {
+  return chatWrapperOf(model).settings.segments?.thought != null;
+}
+
+/**
+ * The same wrapper, but the model's answer starts inside a function call: LlamaChat then injects
+ * the wrapper's call prefix and generates the name and the arguments under grammars. This is how
+ * `tool_choice: "required"` (or a named function) is enforced, even for a model with random weights.
+ */
+function forcingToolCall(wrapper: ChatWrapper): ChatWrapper {
+  const forced = Object.create(wrapper) as ChatWrapper;
+  forced.generateContextState = (options): ChatWrapperGeneratedContextState => {
+    const state = wrapper.generateContextState.call(forced, options);
+    // Wrappers whose answers may open in function mode (Functionary): open in it, with no way out.
+    if (state.functionCall) return { ...state, functionCall: { initiallyEngaged: true, disengageInitiallyEngaged: [] } };
+    const { ignoreStartText: _ignore, functionCall: _call, prefixTriggers: _triggers, ...rest } = state;
+    // Without prefix triggers, LlamaChat performs `noPrefixTrigger` at once. The inject is empty:
+    // the function-name mode evaluates the call prefix itself (a non-empty one would repeat it).
+    return { ...rest, noPrefixTrigger: { type: "functionCall", inject: LlamaText("") } };
+  };
+  return forced;
+}
+
+/** Ollama/OpenAI turns → node-llama-cpp's history. Tool results join the call they answer. */
+export function toHistory(turns: readonly ChatTurn[]): ChatHistoryItem[] {
+  const history: ChatHistoryItem[] = [];
+  let open: ChatModelResponse | undefined; // the model turn that tool results and a continuation join
+  for (const turn of turns) {
+    if (turn.role === "system") history.push({ type: "system", text: turn.content });
+    else if (turn.role === "user") history.push({ type: "user", text: turn.content });
+    else if (turn.role === "assistant") {
+      const item: ChatModelResponse = open ?? { type: "model", response: [] };
+      if (!open) history.push(item);
+      if (turn.content) item.response.push(turn.content);
+      for (const call of turn.toolCalls ?? []) item.response.push({ type: "functionCall", name: call.name, params: call.arguments, result: undefined });
+      open = turn.toolCalls?.length ? item : undefined;
+      continue;
+    } else {
+      const call = open && unanswered(open, turn.toolName);
+      if (call) call.result = parseResult(turn.content);
+      else history.push({ type: "user", text: turn.content }); // a result without its call: plain context
+      continue;
+    }
+    open = undefined;
+  }
+  const last = history[history.length - 1];
+  // A trailing assistant turn is continued (prefill); a trailing tool result is answered in the same turn.
+  if (last?.type !== "model") history.push({ type: "model", response: [] });
+  // A call the messages give no result for is shown with an empty one.
+  for (const item of history) if (item.type === "model") for (const r of item.response) if (typeof r !== "string" && r.type === "functionCall") r.result ??= "";
+  return history;
+}
+
+function unanswered(item: ChatModelResponse, name: string | undefined): ChatModelFunctionCall | undefined {
+  const calls = item.response.filter((r): r is ChatModelFunctionCall => typeof r !== "string" && r.type === "functionCall" && r.result === undefined);
+  return (name ? calls.find((c) => c.name === name) : undefined) ?? calls[0];
+}
+
+/** A tool result that is JSON is shown to the model as JSON, anything else as text. */
+function parseResult(content: string): unknown {
+  try {
+    return JSON.parse(content) as unknown;
+  } catch {
+    return content;
+  }
+}
+
+function functionsOf(job: ChatJob): ChatModelFunctions | undefined {
+  if (!job.tools?.length || job.grammar || job.toolChoice === "none") return undefined;
+  const named = typeof job.toolChoice === "object" ? job.toolChoice.name : undefined;
+  const functions: Record<string, { description?: string; params?: GbnfJsonSchema }> = {};
+  for (const tool of job.tools) {
+    if (named !== undefined && tool.name !== named) continue;
+    functions[tool.name] = {
+      ...(tool.description ? { description: tool.description } : {}),
+      ...(tool.parameters ? { params: tool.parameters as GbnfJsonSchema } : {}),
+    };
+  }
+  return functions;
+}
+
+class JobFailure extends Error {
+  constructor(readonly kind: RunnerFailureKind, message: string) {
+    super(message);
+  }
+}
+
+/** Runs one chat job and answers with `chunk`/`thinking` messages and one `chat-done` or `failed`. */
+export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise<void> {
+  const l = rt.loaded();
+  if (!l) return rt.send({ type: "failed", id, kind: "other", message: "model is not loaded" });
+  const abort = new AbortController();
+  rt.jobs.set(id, abort);
+  let slot: Slot | undefined;
+  let chat: LlamaChat | undefined;
+  try {
+    const grammar = await rt.grammarFor(l, job.grammar).catch((err: unknown) => {
+      throw new JobFailure("invalid", `invalid format schema: ${rt.clientSafe(err)}`);
+    });
+    const functions = functionsOf(job);
+    if (typeof job.toolChoice === "object" && functions && Object.keys(functions).length === 0) throw new JobFailure("invalid", `tool '${job.toolChoice.name}' is not among the tools`);
+    const forced = functions !== undefined && (job.toolChoice === "required" || typeof job.toolChoice === "object");
+    const base = chatWrapperOf(l.model);
+    const wrapper = forced ? forcingToolCall(base) : base;
+    const history = toHistory(job.turns);
+    const tokens = renderPrompt(base, l.model, history, functions);
+    const picked = rt.takeSlot(l, tokens);
+    if (!picked) throw new JobFailure("other", "no free slot in the runner");
+    slot = picked.slot;
+    // LlamaChat re-evaluates at least the last prompt token, so at most length-1 come from cache.
+    const cached = Math.min(picked.cached, tokens.length - 1);
+    chat = new LlamaChat({ contextSequence: slot.sequence, chatWrapper: wrapper });
+    const meter = slot.sequence.tokenMeter;
+    const outputBefore = meter.usedOutputTokens;
+    const start = process.hrtime.bigint();
+    let firstToken: bigint | undefined;
+    const first = () => void (firstToken ??= process.hrtime.bigint());
+    const s = job.sampling;
+    const contextSize = l.context.contextSize;
+    const repeatActive = s.repeatLastN !== 0 && (s.repeatPenalty !== 1 || s.presencePenalty !== 0 || s.frequencyPenalty !== 0);
+    const maxTokens = job.fillContext ? Math.max(1, contextSize - tokens.length) : job.maxTokens;
+    const result = await chat.generateResponse(history, {
+      signal: abort.signal,
+      stopOnAbortSignal: true,
+      ...(maxTokens !== undefined ? { maxTokens } : {}),
+      temperature: s.temperature,
+      topK: s.topK,
+      topP: s.topP,
+      minP: s.minP,
+      ...(s.seed !== undefined ? { seed: s.seed } : {}),
+      repeatPenalty: repeatActive
+        ? { lastTokens: s.repeatLastN < 0 ? contextSize : s.repeatLastN, penalty: s.repeatPenalty, presencePenalty: s.presencePenalty, frequencyPenalty: s.frequencyPenalty, penalizeNewLine: s.penalizeNewline }
+        : false,
+      customStopTriggers: job.stop,
+      ...(job.think === false ? { budgets: { thoughtTokens: 0 } } : {}),
+      ...(grammar ? { grammar } : functions ? { functions, documentFunctionParams: true, ...(forced ? { maxParallelFunctionCalls: 1 } : {}), onFunctionCallParamsChunk: first } : {}),
+      onResponseChunk: (chunk) => {
+        first();
+        if (!chunk.text) return;
+        if (chunk.type === undefined) rt.send({ type: "chunk", id, text: chunk.text });
+        else if (chunk.segmentType === "thought") rt.send({ type: "thinking", id, text: chunk.text });
+      },
+    });
+    const end = process.hrtime.bigint();
+    const firstAt = firstToken ?? end;
+    const reason = result.metadata.stopReason;
+    const toolCalls: ToolCallSpec[] = (result.functionCalls ?? []).map((c) => ({ name: c.functionName, arguments: isObject(c.params) ? c.params : {} }));
+    rt.log("debug", "chat prompt evaluated", { promptTokens: tokens.length, cached, evaluated: tokens.length - cached, toolCalls: toolCalls.length });
+    rt.send({
+      type: "chat-done",
+      id,
+      result: {
+        toolCalls,
+        stats: {
+          promptTokens: tokens.length,
+          promptEvalCount: tokens.length - cached,
+          promptEvalNs: Number(firstAt - start),
+          evalCount: meter.usedOutputTokens - outputBefore,
+          evalNs: Number(end - firstAt),
+          doneReason: reason === "abort" ? "cancelled" : reason === "maxTokens" ? "length" : "stop",
+          context: [],
+          truncatedTokens: 0,
+        },
+      },
+    });
+  } catch (err) {
+    if (err instanceof JobFailure) return rt.send({ type: "failed", id, kind: err.kind, message: err.message });
+    const oom = /out of memory/i.test(String(err));
+    rt.log("error", "chat failed", { err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
+    rt.send({ type: "failed", id, kind: oom ? "memory" : "other", message: oom ? "out of memory" : rt.clientSafe(err, l.modelFile) });
+  } finally {
+    chat?.dispose({ disposeSequence: false });
+    if (slot) slot.busy = false;
+    rt.jobs.delete(id);
+  }
+}
+
+/** The prompt's tokens (BOS included) exactly as LlamaChat renders them: for the slot pick and the counts. */
+function renderPrompt(wrapper: ChatWrapper, model: LlamaModel, history: ChatHistoryItem[], functions: ChatModelFunctions | undefined): Token[] {
+  try {
+    const state = wrapper.generateContextState({ chatHistory: history, ...(functions ? { availableFunctions: functions, documentFunctionParams: true } : {}) });
+    return state.contextText.tokenize(model.tokenizer);
+  } catch (err) {
+    // Jinja templates reject some histories (roles out of order, a tool schema they cannot show).
+    throw new JobFailure("invalid", `the model's chat template cannot render these messages: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
