@@ -70,8 +70,8 @@ function sizeOf(file: string): number {
 t.test("a runner SIGKILLed mid-stream: the other model is unaffected, the next request reloads", async (t) => {
   const { url, app } = await startDaemon(t, { env: { SERVICE_MAX_LOADED_MODELS: "2" }, models: [{ name: "one" }, { name: "two", make: { preset: "tiny", seed: 2 } }] });
   const { scheduler } = app.services;
-  const stream = async (model: string) => {
-    const res = await postJson(`${url}/api/generate`, { model, prompt: "Keep going", options: { temperature: 0, num_predict: 120 } });
+  const stream = async (model: string, numPredict: number) => {
+    const res = await postJson(`${url}/api/generate`, { model, prompt: "Keep going", options: { temperature: 0, num_predict: numPredict } });
     const reader = res.body!.getReader();
     await reader.read(); // generating
     return reader;
@@ -84,8 +84,10 @@ t.test("a runner SIGKILLed mid-stream: the other model is unaffected, the next r
       text += Buffer.from(value).toString();
     }
   };
-  const a = await stream("one");
-  const b = await stream("two");
+  // The stream to be killed is unbounded, so it is still running when the kill lands however fast
+  // the machine is; the other one is long enough to still be running too.
+  const a = await stream("one", 100_000);
+  const b = await stream("two", 120);
   const pids = Object.fromEntries(scheduler.list().map((m) => [m.model.display, m.pid]));
   t.ok(pids["one:latest"] && pids["two:latest"] && pids["one:latest"] !== pids["two:latest"], "two runners");
   process.kill(pids["one:latest"]!, "SIGKILL");
