@@ -8,6 +8,7 @@ import type { Logger } from "pino";
 import type { Config } from "./config.js";
 import { createGuards } from "./http/guards.js";
 import { Router } from "./http/router.js";
+import { listenOn } from "./http/listen.js";
 import { createHttpServer, type ServerLimits } from "./http/server.js";
 import { ensureDemoModel } from "./models/demo.js";
 import { ModelStore } from "./models/store.js";
@@ -102,15 +103,7 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
     server,
     services,
     close,
-    listen: () =>
-      new Promise<AddressInfo>((resolve, reject) => {
-        server.once("error", reject);
-        const host = config.listen.host === "" ? undefined : config.listen.host;
-        server.listen({ port: config.listen.port, host }, () => {
-          server.off("error", reject);
-          resolve(server.address() as AddressInfo);
-        });
-      }),
+    listen: () => listenOn(server, config.listen),
   };
 }
 

@@ -11,6 +11,7 @@ import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "../config.js";
 import { ShuttingDownError, toErrorResponse } from "../errors.js";
+import { listenOn } from "../http/listen.js";
 import { SERVER_TIMEOUTS } from "../http/server.js";
 import { clientGone, sendJson } from "../http/respond.js";
 import type { Logger } from "../logger.js";
@@ -136,15 +137,7 @@ export async function createGateway(config: Readonly<GatewayConfig>, deps: { log
     server,
     reload,
     close,
-    listen: () =>
-      new Promise<AddressInfo>((resolve, reject) => {
-        server.once("error", reject);
-        const host = config.listen.host === "" ? undefined : config.listen.host;
-        server.listen({ port: config.listen.port, host }, () => {
-          server.off("error", reject);
-          resolve(server.address() as AddressInfo);
-        });
-      }),
+    listen: () => listenOn(server, config.listen),
   };
 }
 

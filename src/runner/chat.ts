@@ -23,6 +23,7 @@ import {
   type Token,
 } from "node-llama-cpp";
 import type { Loaded, Slot } from "./child.js";
+import { samplingOptions } from "./sampling.js";
 import type { ChatJob, ChatTurn, FromRunner, GrammarSpec, RunnerFailureKind, ToolCallSpec } from "./protocol.js";
 
 /** What chat and embed jobs use of the child process: the loaded model, its slots, IPC. */
@@ -167,22 +168,13 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     const start = process.hrtime.bigint();
     let firstToken: bigint | undefined;
     const first = () => void (firstToken ??= process.hrtime.bigint());
-    const s = job.sampling;
     const contextSize = l.context.contextSize;
-    const repeatActive = s.repeatLastN !== 0 && (s.repeatPenalty !== 1 || s.presencePenalty !== 0 || s.frequencyPenalty !== 0);
     const maxTokens = job.fillContext ? Math.max(1, contextSize - tokens.length) : job.maxTokens;
     const result = await chat.generateResponse(history, {
       signal: abort.signal,
       stopOnAbortSignal: true,
       ...(maxTokens !== undefined ? { maxTokens } : {}),
-      temperature: s.temperature,
-      topK: s.topK,
-      topP: s.topP,
-      minP: s.minP,
-      ...(s.seed !== undefined ? { seed: s.seed } : {}),
-      repeatPenalty: repeatActive
-        ? { lastTokens: s.repeatLastN < 0 ? contextSize : s.repeatLastN, penalty: s.repeatPenalty, presencePenalty: s.presencePenalty, frequencyPenalty: s.frequencyPenalty, penalizeNewLine: s.penalizeNewline }
-        : false,
+      ...samplingOptions(job.sampling, contextSize),
       customStopTriggers: job.stop,
       ...(job.think === false ? { budgets: { thoughtTokens: 0 } } : {}),
       ...(grammar ? { grammar } : functions ? { functions, documentFunctionParams: true, ...(forced ? { maxParallelFunctionCalls: 1 } : {}), onFunctionCallParamsChunk: first } : {}),

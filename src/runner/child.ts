@@ -23,6 +23,7 @@ import {
   type LlamaText,
   type Token,
 } from "node-llama-cpp";
+import { samplingOptions } from "./sampling.js";
 import type { ChatTurn, FromRunner, GenerateJob, GenerateStats, GrammarSpec, LoadSpec, RunnerFailureKind, ToRunner } from "./protocol.js";
 import { runChat, supportsThinking, type JobRuntime } from "./chat.js";
 import { runEmbed } from "./embed.js";
@@ -238,27 +239,12 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
     const generated: Token[] = [];
     const start = process.hrtime.bigint();
     let firstToken: bigint | undefined;
-    const s = job.sampling;
-    const repeatActive = s.repeatLastN !== 0 && (s.repeatPenalty !== 1 || s.presencePenalty !== 0 || s.frequencyPenalty !== 0);
     const result = await slot.completion.generateCompletionWithMeta(tokens, {
       signal: abort.signal,
       stopOnAbortSignal: true,
       ...(job.fillContext ? { disableContextShift: true } : {}),
       ...(job.maxTokens !== undefined ? { maxTokens: job.maxTokens } : {}),
-      temperature: s.temperature,
-      topK: s.topK,
-      topP: s.topP,
-      minP: s.minP,
-      ...(s.seed !== undefined ? { seed: s.seed } : {}),
-      repeatPenalty: repeatActive
-        ? {
-            lastTokens: s.repeatLastN < 0 ? contextSize : s.repeatLastN,
-            penalty: s.repeatPenalty,
-            presencePenalty: s.presencePenalty,
-            frequencyPenalty: s.frequencyPenalty,
-            penalizeNewLine: s.penalizeNewline,
-          }
-        : false,
+      ...samplingOptions(job.sampling, contextSize),
       ...(grammar ? { grammar } : {}),
       customStopTriggers: [...job.stop, ...stopTriggers],
       onToken: (t) => {

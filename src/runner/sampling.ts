@@ -1,0 +1,39 @@
+/**
+ * Sampling options for node-llama-cpp's generation calls (LlamaCompletion and LlamaChat take the
+ * same ones), from a job's {@link SamplingSpec}. Child-side only.
+ */
+import type { SamplingSpec } from "./protocol.js";
+
+/** The shape both `generateCompletionWithMeta` and `LlamaChat.generateResponse` accept. */
+export interface SamplingOptions {
+  temperature: number;
+  topK: number;
+  topP: number;
+  minP: number;
+  seed?: number;
+  repeatPenalty:
+    | false
+    | { lastTokens: number; penalty: number; presencePenalty: number; frequencyPenalty: number; penalizeNewLine: boolean };
+}
+
+/** Maps Ollama-style sampling to node-llama-cpp's; a neutral repeat penalty is turned off entirely. */
+export function samplingOptions(s: SamplingSpec, contextSize: number): SamplingOptions {
+  const repeatActive = s.repeatLastN !== 0 && (s.repeatPenalty !== 1 || s.presencePenalty !== 0 || s.frequencyPenalty !== 0);
+  return {
+    temperature: s.temperature,
+    topK: s.topK,
+    topP: s.topP,
+    minP: s.minP,
+    ...(s.seed !== undefined ? { seed: s.seed } : {}),
+    repeatPenalty: repeatActive
+      ? {
+          // repeat_last_n -1 means "the whole context", as in Ollama.
+          lastTokens: s.repeatLastN < 0 ? contextSize : s.repeatLastN,
+          penalty: s.repeatPenalty,
+          presencePenalty: s.presencePenalty,
+          frequencyPenalty: s.frequencyPenalty,
+          penalizeNewLine: s.penalizeNewline,
+        }
+      : false,
+  };
+}
