@@ -25,9 +25,10 @@ export function sendEmpty(res: ServerResponse, status: number, headers: Outgoing
 }
 
 function send(res: ServerResponse, status: number, text: string, headers: OutgoingHttpHeaders): void {
-  const body = Buffer.from(text, "utf8");
-  res.writeHead(status, { ...headers, "content-length": body.length });
-  res.end(res.req?.method === "HEAD" ? undefined : body);
+  res.writeHead(status, { ...headers, "content-length": Buffer.byteLength(text, "utf8") });
+  // A string (not a Buffer) lets Node write the head and the body in one write() instead of a
+  // corked writev of two chunks: on small answers that is most of the cost of a request.
+  res.end(res.req?.method === "HEAD" ? undefined : text, "utf8");
 }
 
 /**
@@ -36,8 +37,11 @@ function send(res: ServerResponse, status: number, text: string, headers: Outgoi
  */
 export function clientGone(req: IncomingMessage, res: ServerResponse): AbortSignal {
   const ac = new AbortController();
-  if (req.socket.destroyed) ac.abort();
-  else res.once("close", () => { if (!res.writableFinished) ac.abort(); });
+  // Also correct when asked late (the server creates it lazily): a response that already closed
+  // without finishing means the client is gone.
+  if (req.socket.destroyed || res.destroyed || res.closed) {
+    if (!res.writableFinished) ac.abort();
+  } else res.once("close", () => { if (!res.writableFinished) ac.abort(); });
   return ac.signal;
 }
 
