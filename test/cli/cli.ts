@@ -2,7 +2,7 @@
  * Runs the built CLI (`node dist/src/main.js ...`) as a user would, asynchronously (the daemon of
  * startDaemon lives in the test's own event loop), and drives it in a real terminal with tmux.
  */
-import { execFile, spawn } from "node:child_process";
+import { execFile, spawn, spawnSync } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -53,8 +53,20 @@ export interface Terminal {
   exitStatus(): Promise<number | undefined>;
 }
 
+/** Whether tmux can be run here. */
+function hasTmux(): boolean {
+  return spawnSync("tmux", ["-V"], { stdio: "ignore" }).status === 0;
+}
+
+/**
+ * Skip reason for terminal tests: only when tmux is missing AND LMD_SKIP_SYSTEM_TESTS=1 asks for it.
+ * Without that variable a missing tmux fails the test with a message saying what to install.
+ */
+export const terminalSkip: string | false = !hasTmux() && process.env.LMD_SKIP_SYSTEM_TESTS === "1" ? "tmux is not installed (LMD_SKIP_SYSTEM_TESTS=1)" : false;
+
 /** Starts `lmd <args>` inside a new tmux session (a real pty) with SERVICE_HOST=url. */
 export async function terminal(t: Test, url: string, args: string[]): Promise<Terminal> {
+  if (!hasTmux()) throw new Error("tmux is not installed: apt-get install tmux (or set LMD_SKIP_SYSTEM_TESTS=1 to skip terminal tests)");
   // A short directory: a unix socket path must stay under 108 bytes (tap's fixture paths do not).
   const dir = await mkdtemp(path.join(os.tmpdir(), "lmd-tty-"));
   t.teardown(() => rm(dir, { recursive: true, force: true }));

@@ -9,7 +9,7 @@ import t from "tap";
 import { startDaemon } from "../helpers/daemon.js";
 import { testGguf } from "../helpers/models.js";
 import { sha256, startTestRegistry } from "../helpers/registry.js";
-import { lmd, terminal } from "./cli.js";
+import { lmd, terminal, terminalSkip } from "./cli.js";
 
 const MODEL = "application/vnd.ollama.image.model";
 
@@ -19,7 +19,7 @@ reg.addModel("library/tiny", "latest", [{ mediaType: MODEL, data: gguf }]);
 const { url } = await startDaemon(t, { models: [] });
 const pulled = `${reg.host}/library/tiny:latest`;
 
-t.test("lmd pull in a terminal: a progress bar, then success", async (t) => {
+t.test("lmd pull in a terminal: a progress bar, then success", { skip: terminalSkip }, async (t) => {
   const term = await terminal(t, url, ["pull", "--insecure", pulled]);
   const screen = await term.waitFor(/^success$/m, 120_000);
   t.match(screen, /^pulling manifest$/m);

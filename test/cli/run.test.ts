@@ -7,7 +7,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import t from "tap";
 import { startDaemon } from "../helpers/daemon.js";
-import { lmd, terminal } from "./cli.js";
+import { lmd, terminal, terminalSkip } from "./cli.js";
 import { VERSION } from "../../src/version.js";
 
 // num_predict 12 in the model's params keeps answers short on a busy CI machine.
@@ -69,7 +69,7 @@ t.test("nothing listening: the not-running message, exit 1", async (t) => {
   t.equal(r.stderr, `Error: lmd is not running at http://127.0.0.1:${port} — start it with 'systemctl start lmd' or 'lmd serve'\n`);
 });
 
-t.test("interactive, in a terminal: streaming, Ctrl+C, /bye", async (t) => {
+t.test("interactive, in a terminal: streaming, Ctrl+C, /bye", { skip: terminalSkip }, async (t) => {
   const term = await terminal(t, url, ["run", "tiny"]);
   await term.waitFor(/>>>$/, 120_000);
   await term.keys(["/set parameter num_predict 1000", "Enter"]);
