@@ -141,6 +141,7 @@ async function load(spec: LoadSpec): Promise<void> {
       gpu: llama.gpu,
       gpuLayers: model.gpuLayers,
       threads: spec.threads,
+      binary: llama.buildType,
       hasChatTemplate: typeof model.fileInfo.metadata.tokenizer?.chat_template === "string",
       embeddingLength: model.embeddingVectorSize,
       thinking: supportsThinking(model),

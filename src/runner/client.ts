@@ -140,7 +140,7 @@ export class Runner {
     const exited = new Promise<void>((resolve) => this.child.once("exit", () => resolve()));
     this.send({ type: "unload" });
     const timer = setTimeout(() => {
-      this.options.log.warn({ pid: this.pid }, "runner did not exit after unload; killing it");
+      this.options.log.warn({ runner: this.pid }, "runner did not exit after unload; killing it");
       this.child.kill("SIGKILL");
     }, timeoutMs);
     await exited;
@@ -193,7 +193,7 @@ export class Runner {
     for (const job of this.jobs.values()) job.reject(new ModelRunError(`the model runner stopped unexpectedly (${how})`));
     this.jobs.clear();
     if (!this.stopping) {
-      this.options.log.error({ pid: this.pid, code, signal, model: this.options.name }, "runner exited unexpectedly");
+      this.options.log.error({ runner: this.pid, code, signal, model: this.options.name }, "runner exited unexpectedly");
       this.onCrash?.(how);
     }
   }
@@ -262,7 +262,7 @@ function waitForLoad(child: ChildProcess, spec: LoadSpec, options: RunnerOptions
         );
       } else if (msg.type === "loaded") {
         finish();
-        options.log.info({ model: options.name, pid: child.pid, ram: formatBytes(msg.info.ramBytes), contextSize: msg.info.contextSize, sequences: msg.info.sequences, gpu: msg.info.gpu, threads: msg.info.threads }, "model loaded");
+        options.log.info({ model: options.name, runner: child.pid, ram: formatBytes(msg.info.ramBytes), contextSize: msg.info.contextSize, sequences: msg.info.sequences, gpu: msg.info.gpu, threads: msg.info.threads, binary: msg.info.binary }, "model loaded");
         resolve(msg.info);
       } else if (msg.type === "load-failed") {
         options.log.error({ model: options.name, kind: msg.kind, detail: msg.message }, "model failed to load");

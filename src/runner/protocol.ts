@@ -141,6 +141,8 @@ export interface RunnerInfo {
   gpu: string | false;
   gpuLayers: number;
   threads: number;
+  /** Which llama.cpp binary node-llama-cpp loaded: its prebuilt one, or one built here from source. */
+  binary: "prebuilt" | "localBuild";
   hasChatTemplate: boolean;
   embeddingLength: number;
   /** The chat template has a thought segment (`think` is supported). */
