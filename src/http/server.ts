@@ -144,8 +144,10 @@ function respondWithError(ctx: RequestContext, err: unknown, draining: boolean):
   else log.debug({ status, error: err instanceof HttpError ? err.message : String(err) }, "request refused");
   if (res.destroyed) return;
   if (res.headersSent) return endStreamWithError(res, body.error);
-  // An unread (or half-read) body would otherwise be read to its end to keep the connection alive.
-  const close = draining || !req.complete ? { connection: "close" } : {};
+  // A body the handler did not read to its end is read and discarded by Node after the answer, so a
+  // client still sending (a blob upload that met a full disk) receives the status instead of a reset.
+  // Only a body over the size limit (it may be huge) closes the connection instead.
+  const close = draining || (!req.complete && status === 413) ? { connection: "close" } : {};
   sendJson(res, status, body, { ...headers, ...close });
 }
 

@@ -30,10 +30,12 @@ async function head(ctx: RequestContext, { store }: Services): Promise<void> {
 async function upload(ctx: RequestContext, { store }: Services): Promise<void> {
   const digest = digestParam(ctx);
   if (await store.hasBlob(digest)) {
-    // Nothing to store: answer at once and drop the upload (closing the connection if it is still coming).
+    // Nothing to store: answer at once; Node reads and discards the rest of the upload.
     ctx.req.resume();
-    return sendEmpty(ctx.res, 200, ctx.req.complete ? {} : { connection: "close" });
+    return sendEmpty(ctx.res, 200);
   }
-  const { created } = await store.addBlobFromStream(ctx.req, digest);
+  // The iterator must not destroy the request when the write fails (a full disk): the client is
+  // still sending, and a destroyed socket would reach it as ECONNRESET instead of the 507.
+  const { created } = await store.addBlobFromStream(ctx.req.iterator({ destroyOnReturn: false }), digest);
   sendEmpty(ctx.res, created ? 201 : 200);
 }
