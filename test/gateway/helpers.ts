@@ -2,87 +2,29 @@
  * Helpers for the gateway and nginx tests: fork the built `lmd gateway` as systemd would, make
  * self-signed certificates with openssl, speak HTTPS with a private CA, and find system tools.
  */
-import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import type { Test } from "tap";
 import { Agent, fetch as undiciFetch } from "undici";
-import { MAIN } from "../helpers/process.js";
+import { forkLmd, type ForkedLmd } from "../helpers/process.js";
 
-export interface ForkedGateway {
-  child: ChildProcess;
+export interface ForkedGateway extends ForkedLmd {
   /** `http(s)://127.0.0.1:<port>` once listening. */
   url: string;
-  /** Parsed JSON log lines so far. */
-  lines: Record<string, unknown>[];
-  /** Everything written to stdout and stderr so far (to check that no secret leaks). */
-  output(): string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  /** Waits for a log line matching `match` that arrives after `from` lines were seen. */
-  waitForLog(match: (line: Record<string, unknown>) => boolean, options?: { from?: number; timeoutMs?: number }): Promise<Record<string, unknown>>;
 }
 
 /** Spawns `lmd gateway` with `env` (over a minimal environment); waits until it listens unless told not to. */
 export async function forkGateway(t: Test, env: Record<string, string>, options: { waitListening?: boolean } = {}): Promise<ForkedGateway> {
-  const child = spawn(process.execPath, [MAIN, "gateway"], {
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root", GATEWAY_HOST: "127.0.0.1:0", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const lines: Record<string, unknown>[] = [];
-  const waiters = new Set<() => void>();
-  let out = "";
-  let buf = "";
-  child.stdout!.setEncoding("utf8").on("data", (d: string) => {
-    out += d;
-    buf += d;
-    let i: number;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      try {
-        lines.push(JSON.parse(line) as Record<string, unknown>);
-      } catch {
-        lines.push({ raw: line });
-      }
-    }
-    for (const w of [...waiters]) w();
-  });
-  child.stderr!.setEncoding("utf8").on("data", (d: string) => (out += d));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-    await exited;
-  });
-  const waitForLog: ForkedGateway["waitForLog"] = (match, { from = 0, timeoutMs = 20_000 } = {}) =>
-    new Promise((resolve, reject) => {
-      const check = () => {
-        const found = lines.slice(from).find(match);
-        if (!found) return;
-        waiters.delete(check);
-        clearTimeout(timer);
-        resolve(found);
-      };
-      const timer = setTimeout(() => {
-        waiters.delete(check);
-        reject(new Error(`no matching gateway log line within ${timeoutMs} ms; output: ${out.slice(-800)}`));
-      }, timeoutMs);
-      waiters.add(check);
-      void exited.then(() => setTimeout(() => {
-        if (!waiters.has(check)) return;
-        waiters.delete(check);
-        clearTimeout(timer);
-        reject(new Error(`gateway exited; output: ${out.slice(-800)}`));
-      }, 50));
-      check();
-    });
+  const gateway = forkLmd(t, ["gateway"], { GATEWAY_HOST: "127.0.0.1:0", ...env });
   let url = "";
   if (options.waitListening !== false) {
-    const listening = await waitForLog((l) => l.msg === "lmd gateway listening");
+    const listening = await gateway.waitForLog((l) => l.msg === "lmd gateway listening", { timeoutMs: 20_000 });
     url = `${listening.tls === true ? "https" : "http"}://127.0.0.1:${String(listening.port)}`;
   }
-  return { child, url, lines, output: () => out, exited, waitForLog };
+  return { ...gateway, url };
 }
 
 /** Writes a self-signed certificate for localhost/127.0.0.1 with openssl; returns the file paths. */

@@ -1,5 +1,5 @@
 /**
- * Forks the built daemon (`dist/src/main.js serve`) as a user or systemd would, for tests of
+ * Forks the built `lmd` (`dist/src/main.js <command>`) as a user or systemd would, for tests of
  * signals, exit statuses and logs. Its stdout (pino JSON lines) is collected and parsed.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -8,29 +8,36 @@ import type { Test } from "tap";
 
 export const MAIN = fileURLToPath(new URL("../../dist/src/main.js", import.meta.url));
 
-export interface ForkedDaemon {
+export interface ForkedLmd {
   child: ChildProcess;
-  url: string;
-  /** Parsed JSON log lines so far. */
+  /** Parsed JSON log lines so far (a line that is not JSON is kept as `{ raw }`). */
   lines: Record<string, unknown>[];
-  stderr: () => string;
+  /** Everything written to stdout and stderr so far (to check that no secret leaks). */
+  output(): string;
+  stderr(): string;
   /** Resolves with the exit code and signal. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  /** Waits until a log line matches. */
-  waitForLog(match: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  /** Waits for a log line matching `match` among the lines after the first `from`. */
+  waitForLog(match: (line: Record<string, unknown>) => boolean, options?: { from?: number; timeoutMs?: number }): Promise<Record<string, unknown>>;
 }
 
-/** Spawns `lmd serve` with `env` (added to a minimal environment) and waits until it listens. */
-export async function forkDaemon(t: Test, env: Record<string, string>, options: { waitListening?: boolean } = {}): Promise<ForkedDaemon> {
-  const child = spawn(process.execPath, [MAIN, "serve"], {
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root", SERVICE_THREADS: "1", SERVICE_GPU: "false", ...env },
+export interface ForkedDaemon extends ForkedLmd {
+  url: string;
+}
+
+/** Spawns `lmd <args>` with `env` over a minimal environment; killed on teardown if still running. */
+export function forkLmd(t: Test, args: string[], env: Record<string, string>): ForkedLmd {
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: Record<string, unknown>[] = [];
   const waiters = new Set<() => void>();
+  let out = "";
   let err = "";
   let buf = "";
   child.stdout!.setEncoding("utf8").on("data", (d: string) => {
+    out += d;
     buf += d;
     let i: number;
     while ((i = buf.indexOf("\n")) >= 0) {
@@ -41,37 +48,52 @@ export async function forkDaemon(t: Test, env: Record<string, string>, options: 
       } catch {
         lines.push({ raw: line });
       }
-      for (const w of [...waiters]) w();
     }
+    for (const w of [...waiters]) w();
   });
-  child.stderr!.setEncoding("utf8").on("data", (d: string) => (err += d));
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => {
+    out += d;
+    err += d;
+  });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-  t.teardown(() => {
+  t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    await exited;
   });
-  const waitForLog = (match: (line: Record<string, unknown>) => boolean, timeoutMs = 60_000) =>
-    new Promise<Record<string, unknown>>((resolve, reject) => {
+  const waitForLog: ForkedLmd["waitForLog"] = (match, { from = 0, timeoutMs = 60_000 } = {}) =>
+    new Promise((resolve, reject) => {
       const check = () => {
-        const found = lines.find(match);
-        if (found) {
-          waiters.delete(check);
-          clearTimeout(timer);
-          resolve(found);
-        }
+        const found = lines.slice(from).find(match);
+        if (!found) return;
+        waiters.delete(check);
+        clearTimeout(timer);
+        resolve(found);
       };
       const timer = setTimeout(() => {
         waiters.delete(check);
-        reject(new Error(`no matching log line within ${timeoutMs} ms; stderr: ${err.slice(-500)}; log: ${JSON.stringify(lines.slice(-5))}`));
+        reject(new Error(`no matching log line within ${timeoutMs} ms; output: ${out.slice(-800)}`));
       }, timeoutMs);
       waiters.add(check);
-      void exited.then(() => setTimeout(check, 50));
+      // A process that exited will print nothing more: fail at once instead of at the timeout.
+      void exited.then(() => setTimeout(() => {
+        if (!waiters.has(check)) return;
+        waiters.delete(check);
+        clearTimeout(timer);
+        reject(new Error(`lmd ${args.join(" ")} exited; output: ${out.slice(-800)}`));
+      }, 50));
       check();
     });
+  return { child, lines, output: () => out, stderr: () => err, exited, waitForLog };
+}
+
+/** Spawns `lmd serve` (one inference thread, no GPU) and waits until it listens unless told not to. */
+export async function forkDaemon(t: Test, env: Record<string, string>, options: { waitListening?: boolean } = {}): Promise<ForkedDaemon> {
+  const lmd = forkLmd(t, ["serve"], { SERVICE_THREADS: "1", SERVICE_GPU: "false", ...env });
   let url = "";
   if (options.waitListening !== false) {
-    const listening = await waitForLog((l) => l.msg === "lmd listening");
+    const listening = await lmd.waitForLog((l) => l.msg === "lmd listening");
     const host = String(listening.address);
     url = `http://${host.includes(":") ? `[${host}]` : host}:${String(listening.port)}`;
   }
-  return { child, url, lines, stderr: () => err, exited, waitForLog };
+  return { ...lmd, url };
 }

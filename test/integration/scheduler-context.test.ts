@@ -35,7 +35,7 @@ t.test("long prompts and long generations on a small context", async (t) => {
     t.ok(out.prompt_eval_count < contextLength, `prompt_eval_count ${out.prompt_eval_count} fits the context`);
     t.ok(out.prompt_eval_count > contextLength / 2, "most of the context is used");
     t.ok(out.eval_count > 0, "and it generates");
-    const warning = await daemon.waitForLog((l) => l.msg === "prompt longer than the context; truncated from the front", 10_000);
+    const warning = await daemon.waitForLog((l) => l.msg === "prompt longer than the context; truncated from the front", { timeoutMs: 10_000 });
     t.equal(warning.level, 40, "logged at warn");
     t.ok(typeof warning.truncated === "number" && warning.truncated > 200, `${String(warning.truncated)} tokens dropped`);
     // The end of the prompt is what was kept: its last tokens end the context that comes back.
