@@ -6,9 +6,9 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { makeModel, type MakeModelOptions } from "../../src/models/make-model.js";
-import { installGguf, type InstallOptions } from "../../src/models/install.js";
-import type { ModelStore } from "../../src/models/store.js";
+import { makeModel, type MakeModelOptions } from "../../src/gguf/make-model.js";
+import { installGguf, type InstallOptions } from "../../src/store/install.js";
+import type { ModelStore } from "../../src/store/store.js";
 
 const CACHE = path.join(os.tmpdir(), `lmd-test-models-${process.getuid?.() ?? "u"}`);
 

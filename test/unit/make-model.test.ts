@@ -14,8 +14,8 @@ import {
   type Llama,
   type LlamaModel,
 } from "node-llama-cpp";
-import { CHATML_TEMPLATE, f32ToF16, makeModel, PRESETS, quantizeQ8_0, type MakeModelOptions } from "../../src/models/make-model.js";
-import { buildSpmVocab, VOCAB_WORDS } from "../../src/models/vocab-words.js";
+import { CHATML_TEMPLATE, f32ToF16, makeModel, PRESETS, quantizeQ8_0, type MakeModelOptions } from "../../src/gguf/make-model.js";
+import { buildSpmVocab, VOCAB_WORDS } from "../../src/gguf/vocab-words.js";
 
 const SENTENCE = "Hello world, the cat sat on the mat.";
 

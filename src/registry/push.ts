@@ -6,9 +6,10 @@
  */
 import { createReadStream } from "node:fs";
 import { Transform } from "node:stream";
-import { MEDIA, type Layer, type Manifest, type ModelStore } from "./store.js";
+import { MEDIA, type Layer, type Manifest, type ModelStore } from "../store/store.js";
 import { blobUrl, uploadUrl, type RegistryRef } from "./reference.js";
-import { RegistryError, expectStatus, header, type RegistryClient, type RegistryResponse } from "./registry.js";
+import type { RegistryClient, RegistryResponse } from "./client.js";
+import { RegistryError, expectStatus, header } from "./http.js";
 
 /** Pushes one blob unless the registry has it; `onProgress(bytes)` reports bytes sent. */
 export async function pushBlob(client: RegistryClient, store: ModelStore, ref: RegistryRef, layer: Layer, onProgress: (completed: number) => void, signal: AbortSignal): Promise<void> {

@@ -34,6 +34,18 @@ export interface MakeModelOptions extends Partial<ModelSpec> {
   seed?: number;
   /** `general.name` (default: the file name without extension). */
   name?: string;
+  /**
+   * Extra layers after the model's own that compute nothing: their attention output and FFN down
+   * projections are zero, so each adds 0 to the residual stream, while their other matrices are
+   * random and cost the same compute as a real layer. A model with `identityLayers: k` computes
+   * exactly what the same seed and shape without them computes — the ideal draft/target pair for
+   * measuring speculative decoding's machinery (every draft token is accepted at temperature 0).
+   */
+  identityLayers?: number;
+  /** A real family's tokenizer (src/gguf/family-vocab.ts) in place of the generated vocabulary; sets `vocabSize`. */
+  tokenizer?: { kv: [string, MetaValue][]; size: number };
+  /** A Jinja chat template (`tokenizer.chat_template`), replacing `chatTemplate` and the tokenizer's own. */
+  template?: string;
 }
 
 export interface MakeModelResult {
@@ -73,29 +85,42 @@ const STD = 0.02;
 const GGML_TYPE = { f32: 0, f16: 1, q8_0: 8 } as const;
 const FILE_TYPE = { f32: 0, f16: 1, q8_0: 7 } as const;
 
-interface TensorPlan { name: string; dims: number[]; type: WeightType; ones: boolean }
+interface TensorPlan {
+  name: string;
+  dims: number[];
+  type: WeightType;
+  fill: "random" | "ones" | "zeros";
+  /** Index for the per-tensor seed (make-model: the position in the model without identity layers; other writers use the position). */
+  seedIndex?: number;
+}
 
 let tmpCounter = 0;
 
 /** Writes a model to `file` (atomically: a temporary file renamed into place). */
 export async function makeModel(file: string, options: MakeModelOptions = {}): Promise<MakeModelResult> {
-  const { preset = "tiny", seed = 1, name, ...overrides } = options;
+  const { preset = "tiny", seed = 1, name, identityLayers = 0, tokenizer, template, ...overrides } = options;
   const base = PRESETS[preset];
   if (!base) throw new RangeError(`unknown preset '${String(preset)}'`);
-  const spec: ModelSpec = { ...base, ...definedOnly(overrides) };
+  const spec: ModelSpec = { ...base, ...definedOnly(overrides), ...(tokenizer ? { vocabSize: tokenizer.size } : {}) };
   // Overriding only `heads` keeps the preset's grouping when it still divides, else uses plain MHA.
   if (overrides.kvHeads === undefined && spec.heads % spec.kvHeads !== 0) spec.kvHeads = spec.heads;
   validate(spec);
-  const vocab = buildSpmVocab(spec.vocabSize, spec.chatTemplate === "chatml" ? ["<|im_start|>", "<|im_end|>"] : []);
+  if (!Number.isInteger(identityLayers) || identityLayers < 0) throw new RangeError("identityLayers must be a non-negative integer");
+  // With a family's tokenizer the generated one is only a placeholder (its keys are all replaced).
+  const vocab = buildSpmVocab(tokenizer ? PRESETS.tiny.vocabSize : spec.vocabSize, spec.chatTemplate === "chatml" ? ["<|im_start|>", "<|im_end|>"] : []);
   if (spec.chatTemplate === "chatml") vocab.eosId = vocab.tokens.indexOf("<|im_end|>");
-  const tensors = planTensors(spec);
-  const header = encodeHeader(metadata(spec, vocab, name ?? basename(file).replace(/\.[^.]*$/, ""), seed), tensors);
+  const tensors = planTensors(spec, identityLayers);
+  let kv = metadata({ ...spec, layers: spec.layers + identityLayers }, vocab, name ?? basename(file).replace(/\.[^.]*$/, ""), seed);
+  // A family's tokenizer replaces every generated tokenizer key; a template replaces any chat template.
+  if (tokenizer) kv = [...kv.filter(([k]) => !k.startsWith("tokenizer.")), ...tokenizer.kv];
+  if (template !== undefined) kv = [...kv.filter(([k]) => k !== "tokenizer.chat_template"), ["tokenizer.chat_template", { t: "str", v: template }]];
+  const header = encodeHeader(kv, tensors);
 
   const tmp = `${file}.${process.pid}.${++tmpCounter}.tmp`;
   const fh = await open(tmp, "w");
   try {
     await fh.write(header);
-    for (const [i, t] of tensors.entries()) await writeTensor(fh, t, mix(seed, i));
+    for (const [i, t] of tensors.entries()) await writeTensor(fh, t, mix(seed, t.seedIndex ?? i));
     await fh.close();
     await rename(tmp, file);
   } catch (err) {
@@ -125,21 +150,27 @@ function validate(s: ModelSpec): void {
 }
 
 /** The tensors of a llama model, in GGML dimension order (innermost first). */
-function planTensors(s: ModelSpec): TensorPlan[] {
+function planTensors(s: ModelSpec, identityLayers = 0): TensorPlan[] {
   const e = s.embeddingLength;
   const kv = (e / s.heads) * s.kvHeads;
-  const m = (n: string, dims: number[]): TensorPlan => ({ name: n, dims, type: s.type, ones: false });
-  const norm = (n: string): TensorPlan => ({ name: n, dims: [e], type: "f32", ones: true });
-  const out = [m("token_embd.weight", [e, s.vocabSize])];
-  for (let i = 0; i < s.layers; i++) {
+  let next = 0;
+  const m = (n: string, dims: number[], fill: TensorPlan["fill"] = "random"): TensorPlan => ({ name: n, dims, type: s.type, fill, seedIndex: next++ });
+  const norm = (n: string): TensorPlan => ({ name: n, dims: [e], type: "f32", fill: "ones", seedIndex: next++ });
+  const layer = (i: number, zeroOutputs: boolean) => {
     const b = `blk.${i}.`;
-    out.push(norm(`${b}attn_norm.weight`), m(`${b}attn_q.weight`, [e, e]), m(`${b}attn_k.weight`, [e, kv]),
-      m(`${b}attn_v.weight`, [e, kv]), m(`${b}attn_output.weight`, [e, e]), norm(`${b}ffn_norm.weight`),
+    const out = zeroOutputs ? "zeros" : "random";
+    return [norm(`${b}attn_norm.weight`), m(`${b}attn_q.weight`, [e, e]), m(`${b}attn_k.weight`, [e, kv]),
+      m(`${b}attn_v.weight`, [e, kv]), m(`${b}attn_output.weight`, [e, e], out), norm(`${b}ffn_norm.weight`),
       m(`${b}ffn_gate.weight`, [e, s.feedForwardLength]), m(`${b}ffn_up.weight`, [e, s.feedForwardLength]),
-      m(`${b}ffn_down.weight`, [s.feedForwardLength, e]));
-  }
-  out.push(norm("output_norm.weight"), m("output.weight", [e, s.vocabSize]));
-  return out;
+      m(`${b}ffn_down.weight`, [s.feedForwardLength, e], out)];
+  };
+  const out = [m("token_embd.weight", [e, s.vocabSize])];
+  for (let i = 0; i < s.layers; i++) out.push(...layer(i, false));
+  const tail = [norm("output_norm.weight"), m("output.weight", [e, s.vocabSize])];
+  // Identity layers come after the real ones; their seeds follow the tail's, so every tensor the
+  // model shares with its identity-free twin has the same values.
+  for (let i = 0; i < identityLayers; i++) out.push(...layer(s.layers + i, true));
+  return [...out, ...tail];
 }
 
 type MetaValue =
@@ -240,7 +271,8 @@ async function writeTensor(fh: FileHandle, t: TensorPlan, seed: number): Promise
   for (let done = 0; done < total; done += values.length) {
     const n = Math.min(values.length, total - done);
     const chunk = values.subarray(0, n);
-    if (t.ones) chunk.fill(1);
+    if (t.fill === "ones") chunk.fill(1);
+    else if (t.fill === "zeros") chunk.fill(0);
     else fillUniform(chunk, rng, amp);
     const size = encodeValues(t.type, chunk, out);
     await fh.write(out, 0, size);
@@ -349,3 +381,7 @@ function mix(seed: number, index: number): number {
   h = Math.imul(h ^ (h >>> 15), 0x846ca68b);
   return (h ^ (h >>> 16)) >>> 0;
 }
+
+// The GGUF writing blocks, shared with the other writers (make-bert.ts, make-lora.ts via write.ts).
+export { ALIGNMENT, FILE_TYPE, encodeHeader, writeTensor, mix, count, padded, tensorBytes };
+export type { MetaValue, TensorPlan };

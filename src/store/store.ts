@@ -8,15 +8,16 @@
  * disk never leaves a corrupt blob or manifest. Nothing resolves outside the store: names and
  * digests are validated, and symbolic links that lead out of it are refused.
  *
- * Listing, deleting and garbage collection live in store-admin.ts; blob streaming in blob-writer.ts.
+ * Listing, deleting and garbage collection live in admin.ts; blob streaming in blob-writer.ts.
  */
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
-import { BadRequestError, ModelNotFoundError } from "../errors.js";
+import { BadRequestError, HttpError, ModelLoadError, ModelNotFoundError } from "../errors.js";
 import { writeStreamVerified } from "./blob-writer.js";
+import { layerKind, LayerTooLargeError, readSmallBlob } from "./layers.js";
 import { displayName, manifestSegments, nameKey, parseModelName, printable, type ModelName } from "./names.js";
 
 export const MEDIA = {
@@ -56,6 +57,8 @@ export interface ResolvedModel {
   /** Digest of the GGUF layer (`sha256:<hex>`). */
   digest: string;
   modelPath: string;
+  /** Paths of the LoRA adapter layers, in manifest order: the runner applies them at load. */
+  adapterPaths: string[];
   size: number;
   /** Options from the params layer (Modelfile PARAMETER lines). */
   params: Record<string, unknown>;
@@ -128,15 +131,23 @@ export class ModelStore {
     const name = parseModelName(input);
     const file = await this.findManifest(name);
     if (!file) throw new ModelNotFoundError(printable(input));
-    const [manifest, stat] = await Promise.all([this.readManifest(file), fs.stat(file)]);
+    // A manifest removed by a concurrent delete between finding and reading it: not found.
+    const [manifest, stat] = await Promise.all([this.readManifest(file), fs.stat(file)]).catch((err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new ModelNotFoundError(printable(input));
+      throw err;
+    });
     const modelLayer = manifest.layers.find((l) => l.mediaType === MEDIA.model);
     if (!modelLayer) throw new ModelNotFoundError(printable(input));
     const modelPath = await this.insideStore(this.blobPath(modelLayer.digest));
+    const adapterPaths = await Promise.all(manifest.layers.filter((l) => l.mediaType === MEDIA.adapter).map((l) => this.insideStore(this.blobPath(l.digest))));
     const [params, template, system] = await Promise.all([
       this.readLayerJson(manifest, MEDIA.params),
       this.readLayerText(manifest, MEDIA.template),
       this.readLayerText(manifest, MEDIA.system),
-    ]);
+    ]).catch((err: unknown) => {
+      if (err instanceof LayerTooLargeError) throw new ModelLoadError(printable(input), err.message, err);
+      throw err;
+    });
     return {
       name,
       display: displayName(name),
@@ -144,6 +155,7 @@ export class ModelStore {
       manifest,
       digest: modelLayer.digest,
       modelPath,
+      adapterPaths,
       size: manifest.layers.reduce((n, l) => n + l.size, 0),
       params: params ?? {},
       template,
@@ -156,7 +168,12 @@ export class ModelStore {
   async findModel(input: string): Promise<{ name: ModelName; file: string; manifest: Manifest } | undefined> {
     const name = parseModelName(input);
     const file = await this.findManifest(name);
-    return file ? { name, file, manifest: await this.readManifest(file) } : undefined;
+    if (!file) return undefined;
+    const manifest = await this.readManifest(file).catch((err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined; // deleted meanwhile
+      throw err;
+    });
+    return manifest ? { name, file, manifest } : undefined;
   }
 
   /** True when the store has no manifest at all. */
@@ -205,7 +222,7 @@ export class ModelStore {
   private async readLayerText(manifest: Manifest, mediaType: string): Promise<string | undefined> {
     const layer = manifest.layers.find((l) => l.mediaType === mediaType);
     if (!layer) return undefined;
-    return fs.readFile(await this.insideStore(this.blobPath(layer.digest)), "utf8");
+    return readSmallBlob(await this.insideStore(this.blobPath(layer.digest)), layer.digest, layerKind(mediaType));
   }
 
   private async readLayerJson(manifest: Manifest, mediaType: string): Promise<Record<string, unknown> | undefined> {
@@ -213,9 +230,12 @@ export class ModelStore {
     return text === undefined ? undefined : (JSON.parse(text) as Record<string, unknown>);
   }
 
-  /** Reads a blob as text (small layers: template, system, params, config). */
-  async readBlobText(digest: string): Promise<string> {
-    return fs.readFile(await this.insideStore(this.blobPath(digest)), "utf8");
+  /** Reads a small blob as text (template, system, params, config, license), capped and cached (layers.ts). */
+  async readBlobText(digest: string, kind = "layer"): Promise<string> {
+    return readSmallBlob(await this.insideStore(this.blobPath(digest)), digest, kind).catch((err: unknown) => {
+      if (err instanceof LayerTooLargeError) throw new HttpError(500, `${err.message} (${digest})`);
+      throw err;
+    });
   }
 
   /** Resolves symbolic links and refuses any path that ends up outside the store. */
@@ -255,9 +275,19 @@ export class ModelStore {
   /** Writes a manifest for `input` atomically (over an existing one of the same name, whatever its case). */
   async writeManifest(input: string, manifest: Manifest): Promise<void> {
     const name = parseModelName(input);
-    const file = (await this.findManifest(name)) ?? path.join(this.manifestsDir, ...manifestSegments(name));
-    await fs.mkdir(path.dirname(file), { recursive: true });
-    await this.writeAtomic(file, Buffer.from(JSON.stringify(manifest)));
+    const data = Buffer.from(JSON.stringify(manifest));
+    // A delete of another model removes directories it leaves empty; one of them may be ours
+    // between the mkdir and the rename (ENOENT): make it again.
+    for (let attempt = 0; ; attempt++) {
+      const file = (await this.findManifest(name)) ?? path.join(this.manifestsDir, ...manifestSegments(name));
+      try {
+        await fs.mkdir(path.dirname(file), { recursive: true });
+        await this.writeAtomic(file, data);
+        return;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "ENOENT" || attempt >= 5) throw err;
+      }
+    }
   }
 
   /** A temporary file name inside the store, so the final rename never crosses filesystems. */

@@ -7,7 +7,13 @@ import { createHash } from "node:crypto";
 import fs from "node:fs/promises";
 import type { Readable } from "node:stream";
 import { BadRequestError } from "../errors.js";
-import type { ModelStore } from "./store.js";
+
+/** What the writer needs of the store (declared here so that store.ts imports this file, not the reverse). */
+export interface BlobTarget {
+  tempPath(): string;
+  hasBlob(digest: string): Promise<boolean>;
+  blobPath(digest: string): string;
+}
 
 /** Result of {@link writeStreamVerified}. */
 export interface WrittenBlob {
@@ -18,7 +24,7 @@ export interface WrittenBlob {
 }
 
 /** Writes `source` as a blob; refuses a digest other than `expected` (when given) with 400. */
-export async function writeStreamVerified(store: ModelStore, source: Readable | AsyncIterable<Buffer>, expected?: string): Promise<WrittenBlob> {
+export async function writeStreamVerified(store: BlobTarget, source: Readable | AsyncIterable<Buffer>, expected?: string): Promise<WrittenBlob> {
   const tmp = store.tempPath();
   const hash = createHash("sha256");
   let size = 0;

@@ -5,15 +5,18 @@
  * each range to `.partial-sha256-<hex>.json` (written atomically, after the bytes it counts).
  * A pull that stops (client gone, daemon killed, network down) leaves both, and the next pull
  * asks only for the missing ranges. Blobs larger than `partSize` are fetched as parallel ranges.
- * When every range is complete, {@link finishBlob} hashes the file; a mismatch deletes it,
- * a match renames it onto `sha256-<hex>`. On ENOSPC the partial files are removed (507).
+ * When every range is complete, {@link verifyBlob} hashes the file (a mismatch deletes it) and
+ * {@link publishBlob} renames it onto `sha256-<hex>`. On ENOSPC the partial files are removed (507),
+ * and so are partial files that received nothing (a refused redirect). Old partials are removed at
+ * start (store/gc.ts).
  */
 import fs from "node:fs/promises";
 import { isNoSpace } from "../errors.js";
-import { hashFile, writeAll } from "./blob-writer.js";
+import { hashFile, writeAll } from "../store/blob-writer.js";
 import { blobUrl, type RegistryRef } from "./reference.js";
-import { REGISTRY_DEFAULTS, RegistryError, expectStatus, header, type RegistryClient } from "./registry.js";
-import type { Layer, ModelStore } from "./store.js";
+import type { RegistryClient } from "./client.js";
+import { REGISTRY_DEFAULTS, RegistryError, describe, discard, expectStatus, header } from "./http.js";
+import type { Layer, ModelStore } from "../store/store.js";
 
 interface Part {
   start: number;
@@ -30,6 +33,9 @@ interface PartialState {
 
 const SAVE_INTERVAL_MS = 250;
 
+/** Errors of the connection (not of the store): reported as the registry's failure. */
+const NETWORK_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EPIPE", "ETIMEDOUT", "ENETUNREACH", "ENETDOWN", "EHOSTUNREACH", "EHOSTDOWN", "LMD_ADDRESS_REFUSED"]);
+
 /** Downloads in progress in this process, by partial path: a second pull of a blob waits for the first. */
 const inflight = new Map<string, Promise<void>>();
 
@@ -39,14 +45,28 @@ const inflight = new Map<string, Promise<void>>();
  */
 export async function downloadBlob(client: RegistryClient, store: ModelStore, ref: RegistryRef, layer: Layer, onProgress: (completed: number) => void, signal: AbortSignal): Promise<void> {
   for (let attempt = 0; attempt < 3; attempt++) {
-    if (await store.hasBlob(layer.digest)) return onProgress(layer.size);
+    if (await store.hasBlob(layer.digest)) {
+      await checkStoredSize(store, layer);
+      return onProgress(layer.size);
+    }
     const key = store.partialPath(layer.digest);
     const running = inflight.get(key);
     if (running) {
       await running.catch(() => undefined);
       continue;
     }
-    const job = fetchParts(client, store, ref, layer, onProgress, signal);
+    const job = fetchParts(client, store, ref, layer, onProgress, signal).catch((err: unknown) => {
+      const short = layer.digest.slice(7, 19);
+      // A failure of the connection (from client.send) named with the layer it happened to.
+      if (err instanceof RegistryError && !/^(pull |digest mismatch)/.test(err.message)) throw new RegistryError(`pull ${short}: ${err.message}`);
+      const code = (err as { code?: unknown }).code;
+      const network = typeof code === "string" && (code.startsWith("UND_ERR") || NETWORK_CODES.has(code));
+      if (signal.aborted || !network) throw err; // ours (RegistryError), ENOSPC (507), ...
+      // undici's own errors (a stall, a reset past the retries) in words, naming the layer.
+      const why = describe(err, ref.name.host);
+      const stalled = (err as { code?: string }).code === "UND_ERR_BODY_TIMEOUT";
+      throw new RegistryError(`pull ${short}: ${why}${stalled ? "; pull again to resume" : ""}`);
+    });
     inflight.set(key, job);
     try {
       return await job;
@@ -114,7 +134,8 @@ async function fetchParts(client: RegistryClient, store: ModelStore, ref: Regist
     await save(true);
   } catch (err) {
     await saving.catch(() => undefined);
-    if (isNoSpace(err)) await removePartial(store, layer.digest);
+    // Nothing received (a refused redirect, an unreachable blob host): nothing worth resuming.
+    if (isNoSpace(err) || completed() === 0) await removePartial(store, layer.digest);
     else await save(true).catch(() => undefined);
     throw err;
   } finally {
@@ -132,13 +153,13 @@ async function fetchPart(client: RegistryClient, ref: RegistryRef, layer: Layer,
   await expectStatus(res, [200, 206], `pull ${layer.digest.slice(7, 19)}`);
   if (res.statusCode === 200 && from !== 0) {
     // The server ignored Range: only a whole-file answer starting at 0 is usable, and only for a whole-file part.
-    await res.body.dump();
+    discard(res.body);
     throw new RegistryError("registry does not support resuming downloads (Range)");
   }
   if (res.statusCode === 206) {
     const range = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(header(res.headers, "content-range") ?? "");
     if (!range || Number(range[1]) !== from) {
-      await res.body.dump();
+      discard(res.body);
       throw new RegistryError(`registry answered the wrong range for ${layer.digest}`);
     }
   }
@@ -154,12 +175,19 @@ async function fetchPart(client: RegistryClient, ref: RegistryRef, layer: Layer,
   if (got < want) throw new RegistryError(`download of ${layer.digest} ended early`);
 }
 
+/** A blob already in the store must have the size the manifest declares (issue 13 item 12). */
+async function checkStoredSize(store: ModelStore, layer: Layer): Promise<void> {
+  const { size } = await fs.stat(store.blobPath(layer.digest));
+  if (size !== layer.size) throw new RegistryError(`pull ${layer.digest.slice(7, 19)}: the manifest says ${layer.digest} has ${layer.size} bytes, the stored blob has ${size}`);
+}
+
 /**
- * Hashes a fully downloaded partial file and moves it into place; a mismatch deletes it.
- * `onProgress(bytes)` reports bytes hashed so far.
+ * Hashes a fully downloaded partial file; a mismatch deletes it. A layer already stored is
+ * checked for its size only. Nothing is published here: {@link publishBlob} does that once every
+ * layer of the pull verified, so a failed pull leaves no blob that nothing references.
  */
-export async function finishBlob(store: ModelStore, layer: Layer): Promise<void> {
-  if (await store.hasBlob(layer.digest)) return;
+export async function verifyBlob(store: ModelStore, layer: Layer): Promise<void> {
+  if (await store.hasBlob(layer.digest)) return checkStoredSize(store, layer);
   const file = store.partialPath(layer.digest);
   const { size } = await fs.stat(file);
   const actual = size === layer.size ? await hashFile(file) : `(${size} bytes)`;
@@ -167,8 +195,15 @@ export async function finishBlob(store: ModelStore, layer: Layer): Promise<void>
     await removePartial(store, layer.digest);
     throw new RegistryError(`digest mismatch, file must be downloaded again: want ${layer.digest}, got ${actual}`);
   }
+}
+
+/** Moves a verified partial file onto its blob name; true when it was not stored before. */
+export async function publishBlob(store: ModelStore, layer: Layer): Promise<boolean> {
+  if (await store.hasBlob(layer.digest)) return false;
+  const file = store.partialPath(layer.digest);
   await fs.rename(file, store.blobPath(layer.digest));
   await fs.rm(`${file}.json`, { force: true });
+  return true;
 }
 
 /** Removes a blob's partial download and its progress file. */

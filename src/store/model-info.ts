@@ -5,7 +5,8 @@
  * reader in gguf.ts (the parent never loads node-llama-cpp) and cached per digest.
  */
 import type { Capability, ModelDetails } from "../api/model-types.js";
-import { readGgufMetadata, type GgufMetadata, type GgufValue } from "./gguf.js";
+import { readGgufMetadata, type GgufMetadata, type GgufValue } from "../gguf/gguf.js";
+import { isReranker } from "../gguf/rerank.js";
 import { MEDIA, type Manifest, type ModelStore } from "./store.js";
 
 /** llama.cpp's `general.file_type` values (enum llama_ftype). */
@@ -88,7 +89,8 @@ function jsonValue(v: GgufValue): unknown {
 export function capabilities(gguf: GgufMetadata | undefined, template: string | undefined, manifest: Manifest): Capability[] {
   const arch = gguf?.metadata["general.architecture"];
   const embedding = typeof arch === "string" && gguf?.metadata[`${arch}.pooling_type`] !== undefined;
-  const out: Capability[] = [embedding ? "embedding" : "completion"];
+  // A reranker's pooled output is a relevance score, not an embedding: Ollama's word is "reranking".
+  const out: Capability[] = [gguf && isReranker(gguf) ? "reranking" : embedding ? "embedding" : "completion"];
   const chatTemplate = gguf?.metadata["tokenizer.chat_template"];
   // A Go template (the template layer) names .Tools/.Suffix; a GGUF Jinja template names `tools`.
   const text = template ?? (typeof chatTemplate === "string" ? chatTemplate : "");

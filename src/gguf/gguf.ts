@@ -17,7 +17,7 @@
  * unknown architecture; that failure stays in the runner child).
  */
 import fs from "node:fs/promises";
-import { FIXED_VALUE_SIZE, GGML_MAX_DIMS, GGML_MAX_NAME, GGML_TYPES, GGUF_DEFAULT_ALIGNMENT, GgufValueType as T, INT64_MAX } from "./gguf-types.js";
+import { FIXED_VALUE_SIZE, GGML_MAX_DIMS, GGML_MAX_NAME, GGML_TYPES, GGUF_DEFAULT_ALIGNMENT, GgufValueType as T, INT64_MAX } from "./types.js";
 
 /** A metadata value. Long arrays are not kept (see {@link GgufLimits.maxArrayItems}). */
 export type GgufValue = number | bigint | boolean | string | GgufValue[] | null;
@@ -60,6 +60,14 @@ export interface GgufMetadata {
   parameterCount?: number;
   /** File offset where tensor data starts (when `tensors` was asked for). */
   dataOffset?: number;
+  /** Every tensor's name and dimensions, innermost first (when `tensors` was asked for): LoRA checks need them. */
+  tensors?: GgufTensorShape[];
+}
+
+/** A tensor's name and its dimensions in GGML order (`ne[0]` first). */
+export interface GgufTensorShape {
+  name: string;
+  dims: number[];
 }
 
 /** The file is not GGUF, or breaks a bound. The message is safe to show to a client (no path). */
@@ -125,9 +133,10 @@ export async function readGgufMetadata(file: string, limits: Partial<GgufLimits>
     }
     if (options.tensors) {
       if (tensorCount > lim.maxTensors) throw new GgufError(`too many tensors (${tensorCount})`);
-      const { parameters, dataOffset } = await readTensors(r, tensorCount, alignment, lim);
+      const { parameters, dataOffset, shapes } = await readTensors(r, tensorCount, alignment, lim);
       out.parameterCount = parameters;
       out.dataOffset = dataOffset;
+      out.tensors = shapes;
     }
     return out;
   } finally {
@@ -185,10 +194,11 @@ interface TensorInfo {
   name: string;
   bytes: bigint;
   offset: bigint;
+  ne: bigint[];
 }
 
 /** Reads and checks every tensor info, then where the data lies; returns the parameter count. */
-async function readTensors(r: Reader, count: number, alignment: number, lim: GgufLimits): Promise<{ parameters: number; dataOffset: number }> {
+async function readTensors(r: Reader, count: number, alignment: number, lim: GgufLimits): Promise<{ parameters: number; dataOffset: number; shapes: GgufTensorShape[] }> {
   const names = new Set<string>();
   const tensors: TensorInfo[] = [];
   let parameters = 0n;
@@ -211,7 +221,8 @@ async function readTensors(r: Reader, count: number, alignment: number, lim: Ggu
     if (t.offset + t.bytes > dataSize) throw new GgufError(`tensor '${safe(t.name)}' data lies outside the file (truncated GGUF file?)`);
     expected += ((t.bytes + align - 1n) / align) * align;
   }
-  return { parameters: Number(parameters), dataOffset };
+  const shapes = tensors.map((t) => ({ name: t.name, dims: t.ne.map(Number) }));
+  return { parameters: Number(parameters), dataOffset, shapes };
 }
 
 async function readTensorInfo(r: Reader, lim: GgufLimits): Promise<TensorInfo & { elements: bigint }> {
@@ -235,7 +246,7 @@ async function readTensorInfo(r: Reader, lim: GgufLimits): Promise<TensorInfo & 
   const bytes = (elements / blockSize) * BigInt(type.typeSize);
   if (bytes > INT64_MAX) throw new GgufError(`tensor '${safe(name)}' is too large`);
   const offset = await r.big(false);
-  return { name, elements, bytes, offset };
+  return { name, elements, bytes, offset, ne };
 }
 
 /** u64/i64 as a number when exact, else a bigint. */

@@ -1,6 +1,7 @@
 /**
  * Modelfiles (Ollama's format): `FROM`, `PARAMETER`, `TEMPLATE`, `SYSTEM`, `MESSAGE`, `LICENSE`,
- * `ADAPTER`; commands are case-insensitive, `#` starts a comment line, and a value may be bare
+ * `ADAPTER`, and lmd's `DRAFT <model>` (a draft model for speculative decoding, kept as the
+ * parameter `draft`); commands are case-insensitive, `#` starts a comment line, and a value may be bare
  * (rest of the line), `"quoted"` (with `\"` escapes) or `"""triple-quoted"""` across lines.
  *
  * A leaf: the CLI parses with it (`lmd create`) and `/api/show` may print with `formatModelfile`.
@@ -44,9 +45,11 @@ const PARAMETER_KINDS: Record<string, Kind> = {
   num_ctx: "int", num_batch: "int", num_gpu: "int", main_gpu: "int", use_mmap: "bool", num_thread: "int",
   mirostat: "int", mirostat_tau: "float", mirostat_eta: "float", tfs_z: "float", low_vram: "bool",
   use_mlock: "bool", numa: "bool", f16_kv: "bool", vocab_only: "bool", logits_all: "bool",
+  // lmd: speculative decoding (DRAFT <model> sets `draft`).
+  draft: "string", prompt_lookup: "bool", speculative: "bool", draft_p_min: "float",
 };
 
-const COMMANDS = ["from", "license", "template", "system", "adapter", "parameter", "message"] as const;
+const COMMANDS = ["from", "license", "template", "system", "adapter", "parameter", "message", "draft"] as const;
 const ROLES = ["system", "user", "assistant"] as const;
 
 /** Parses Modelfile text. Throws ModelfileError naming the line of a mistake. */
@@ -60,7 +63,7 @@ export function parseModelfile(text: string): Modelfile {
     const m = /^(\S+)(?:\s+([\s\S]*))?$/.exec(line);
     const command = (m?.[1] ?? "").toLowerCase();
     if (!(COMMANDS as readonly string[]).includes(command)) {
-      throw new ModelfileError(`command must be one of "from", "license", "template", "system", "adapter", "parameter", or "message"`, lineNo);
+      throw new ModelfileError(`command must be one of "from", "license", "template", "system", "adapter", "parameter", "message", or "draft"`, lineNo);
     }
     let rest = m?.[2] ?? "";
     let name: string | undefined;
@@ -126,6 +129,9 @@ function apply(out: Modelfile, command: string, name: string | undefined, value:
     }
     case "parameter":
       setParameter(out.parameters, (name ?? "").toLowerCase(), value, lineNo);
+      return;
+    case "draft":
+      out.parameters.draft = value;
   }
 }
 
@@ -183,7 +189,9 @@ export function formatModelfile(m: Modelfile, options: FormatOptions = {}): stri
   for (const a of m.adapters) out.push(`ADAPTER ${a}`);
   if (m.template !== undefined) out.push(`TEMPLATE ${quote(m.template, true)}`);
   if (m.system !== undefined) out.push(`SYSTEM ${quote(m.system, true)}`);
+  if (typeof m.parameters.draft === "string") out.push(`DRAFT ${m.parameters.draft}`);
   for (const [name, value] of Object.entries(m.parameters)) {
+    if (name === "draft") continue;
     for (const v of Array.isArray(value) ? value : [value]) out.push(`PARAMETER ${name} ${quote(String(v), false)}`);
   }
   for (const msg of m.messages) out.push(`MESSAGE ${msg.role} ${quote(msg.content, true)}`);

@@ -4,7 +4,7 @@
  */
 import fs from "node:fs/promises";
 import type { Logger } from "pino";
-import { makeModel } from "./make-model.js";
+import { makeModel } from "../gguf/make-model.js";
 import { installGguf, type InstallOptions } from "./install.js";
 import type { ModelStore } from "./store.js";
 

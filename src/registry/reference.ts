@@ -6,7 +6,7 @@
  *   `<host>:<port>/<ns>/<model>:<tag>` → https://<host>:<port>/v2/<ns>/<model>/manifests/<tag>
  * `insecure: true` uses plain http (a private registry without TLS).
  */
-import { parseModelName, type ModelName } from "./names.js";
+import { parseModelName, type ModelName } from "../store/names.js";
 
 /** Where a model lives in a registry. */
 export interface RegistryRef {

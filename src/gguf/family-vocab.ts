@@ -1,0 +1,60 @@
+/**
+ * A real family's tokenizer and chat template for generated models (`make-model --vocab/--template`):
+ * every `tokenizer.*` key of a GGUF (llama.cpp's `models/ggml-vocab-*.gguf` are vocabulary-only
+ * files of Llama 3, Qwen, Gemma, Phi-3, DeepSeek, ...) copied as is, and a Jinja chat template from
+ * a file (llama.cpp's `models/templates/*.jinja`). A script/test tool: nothing in the daemon uses it.
+ */
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { readGgufMetadata, type GgufValue } from "./gguf.js";
+import type { MetaValue } from "./make-model.js";
+
+/** Tokenizer metadata to write into a generated model in place of its own SentencePiece vocabulary. */
+export interface CopiedTokenizer {
+  /** `tokenizer.*` keys in the source file's order (its chat template included, if it has one). */
+  kv: [string, MetaValue][];
+  /** Number of tokens: the model's vocabulary size. */
+  size: number;
+}
+
+/** Reads every `tokenizer.*` key of a GGUF file. */
+export async function readTokenizer(file: string): Promise<CopiedTokenizer> {
+  // Vocabularies reach ~260k tokens (Gemma); the default limits drop arrays that long.
+  const meta = await readGgufMetadata(file, { maxArrayItems: 1_000_000, maxDepth: 1 });
+  const kv: [string, MetaValue][] = [];
+  for (const [key, value] of Object.entries(meta.metadata)) {
+    if (!key.startsWith("tokenizer.")) continue;
+    kv.push([key, metaValue(key, value)]);
+  }
+  const tokens = meta.metadata["tokenizer.ggml.tokens"];
+  if (!Array.isArray(tokens)) throw new Error(`${file} has no tokenizer.ggml.tokens`);
+  return { kv, size: tokens.length };
+}
+
+function metaValue(key: string, value: GgufValue): MetaValue {
+  if (typeof value === "string") return { t: "str", v: value };
+  if (typeof value === "boolean") return { t: "bool", v: value };
+  if (typeof value === "number" || typeof value === "bigint") return { t: "u32", v: Number(value) };
+  if (Array.isArray(value)) {
+    if (value.every((x) => typeof x === "string")) return { t: "strs", v: value as string[] };
+    // Scores are floats; token types and every other number array are integers.
+    if (key.endsWith(".scores")) return { t: "f32s", v: value.map(Number) };
+    return { t: "i32s", v: value.map(Number) };
+  }
+  throw new Error(`cannot copy ${key}: unsupported value`);
+}
+
+/** `pathOrFamily` as a file, else `<llamaSrc>/models/ggml-vocab-<family>.gguf`. */
+export function vocabFile(pathOrFamily: string, llamaSrc: string | undefined): string {
+  if (existsSync(pathOrFamily)) return pathOrFamily;
+  if (!llamaSrc) throw new Error(`no file '${pathOrFamily}'; name a family with --llama-src DIR (llama.cpp's source)`);
+  return path.join(llamaSrc, "models", `ggml-vocab-${pathOrFamily}.gguf`);
+}
+
+/** `pathOrName` as a file, else `<llamaSrc>/models/templates/<name>.jinja`. */
+export async function readTemplate(pathOrName: string, llamaSrc: string | undefined): Promise<string> {
+  if (existsSync(pathOrName)) return readFile(pathOrName, "utf8");
+  if (!llamaSrc) throw new Error(`no file '${pathOrName}'; name a template with --llama-src DIR (llama.cpp's source)`);
+  return readFile(path.join(llamaSrc, "models", "templates", `${pathOrName.replace(/\.jinja$/, "")}.jinja`), "utf8");
+}
