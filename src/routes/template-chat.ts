@@ -1,0 +1,123 @@
+/**
+ * Chat through a Go template, as Ollama's ChatHandler does it for template models: the model's
+ * SYSTEM first (unless the messages open with one), rendered by chatPrompt (history truncated to
+ * the context), evaluated by the runner as text with special tokens, and the output split into
+ * thinking, content and tool calls.
+ */
+import { BadRequestError } from "../errors.js";
+import type { OnChunk } from "../runner/client.js";
+import type { ChatResult, ChatTurn, GrammarSpec, TokenLogprob, ToolCallSpec, ToolChoice, ToolSpec } from "../runner/protocol.js";
+import type { Lease } from "../scheduler/scheduler.js";
+import type { Template } from "../template/index.js";
+import { chatPrompt, type ThinkValue } from "../template/prompt.js";
+import { toolCallTag } from "../template/tools.js";
+import type { ResolvedOptions } from "./options.js";
+import { OutputSplitter, templateThinks, toApiTools, toMessages } from "./prompt.js";
+
+export interface TemplateChat {
+  /** The name as the client wrote it (for the thinking error). */
+  name: string;
+  system: string | undefined;
+  opts: ResolvedOptions;
+  turns: ChatTurn[];
+  tools?: ToolSpec[] | undefined;
+  toolChoice?: ToolChoice | undefined;
+  grammar?: GrammarSpec | undefined;
+  think?: ThinkValue;
+  logprobs?: number | undefined;
+  /** false: never drop messages (a prompt over the context is then the runner's 400). */
+  truncate?: boolean | undefined;
+}
+
+/** What rendering needs of a loaded model: its context size and its tokenizer. */
+export interface PromptRuntime {
+  contextSize: number;
+  tokenize(text: string): Promise<number[]>;
+}
+
+export function runtimeOf(lease: Lease): PromptRuntime {
+  return { contextSize: lease.runner.info.contextSize, tokenize: (text) => lease.runner.tokenize(text) };
+}
+
+/** Thrown by `noRunner`'s tokenize: this prompt needs the model's tokenizer to be cut to fit. */
+export class NeedsRunner extends Error {}
+
+/**
+ * Rendering without loading the model (`_debug_render_only`): enough whenever the prompt's bytes
+ * fit `contextSize`, since a token never covers less than a byte; otherwise NeedsRunner.
+ */
+export function noRunner(contextSize: number): PromptRuntime {
+  return { contextSize, tokenize: () => Promise.reject(new NeedsRunner()) };
+}
+
+/**
+ * Ollama's think rule: a template that shows thoughts thinks unless told not to; `think` set on one
+ * that cannot is a 400.
+ */
+export function effectiveThink(t: Template, name: string, think: ThinkValue): ThinkValue {
+  if (templateThinks(t)) return think ?? true;
+  if (think !== undefined && think !== false) throw new BadRequestError(`"${name}" does not support thinking`);
+  return think;
+}
+
+/** The prompt the model would evaluate for this chat (also `_debug_render_only`'s answer). */
+export async function renderTemplateChat(rt: PromptRuntime, t: Template, call: TemplateChat): Promise<{ prompt: string; think: ThinkValue; tools: ToolSpec[] | undefined; droppedTokens: number }> {
+  const think = effectiveThink(t, call.name, call.think);
+  const tools = call.toolChoice === "none" ? undefined : call.tools;
+  // Ollama's tools capability: the template must show `.Tools` to the model.
+  if (tools?.length && !t.vars().has("tools")) throw new BadRequestError(`model '${call.name}' does not support tools`);
+  let turns = call.turns;
+  if (call.system && turns[0]?.role !== "system") turns = [{ role: "system", content: call.system }, ...turns];
+  const input = { messages: toMessages(turns), tools: toApiTools(tools), think, numCtx: rt.contextSize, tokenize: (text: string) => rt.tokenize(text), truncate: call.truncate };
+  const { prompt, dropped } = await chatPrompt(t, input);
+  // The tokens the dropped messages took: the whole history's prompt less the one kept (reported as truncated_tokens).
+  const droppedTokens = dropped > 0 ? Math.max(0, (await rt.tokenize((await chatPrompt(t, { ...input, truncate: false })).prompt)).length - (await rt.tokenize(prompt)).length) : 0;
+  return { prompt, think, tools, droppedTokens };
+}
+
+/** Callbacks of a chat: content (with its logprobs), thoughts, and tool calls as soon as each is parsed. */
+export interface ChatCallbacks {
+  onChunk: OnChunk;
+  onThinking?: ((text: string) => void) | undefined;
+  /** When given, calls are handed over as they are parsed (and not repeated in the result). */
+  onToolCalls?: ((calls: ToolCallSpec[]) => void) | undefined;
+}
+
+/** Runs the chat; content, thoughts and calls stream through `on`; calls not streamed come back in the result. */
+export async function runTemplateChat(lease: Lease, t: Template, call: TemplateChat, on: ChatCallbacks, signal: AbortSignal): Promise<ChatResult> {
+  const { prompt, think, tools, droppedTokens } = await renderTemplateChat(runtimeOf(lease), t, call);
+  const splitter = new OutputSplitter(t, { think: think !== undefined && think !== false, tools, prompt });
+  const toolCalls: ToolCallSpec[] = [];
+  const emit = (p: { thinking: string; content: string; calls: ToolCallSpec[] }, lps?: TokenLogprob[]) => {
+    if (p.thinking) on.onThinking?.(p.thinking);
+    // Logprobs go out even while the parser holds the text back (as Ollama sends them).
+    if (p.content || lps?.length) on.onChunk(p.content, lps);
+    if (p.calls.length === 0) return;
+    if (on.onToolCalls) on.onToolCalls(p.calls);
+    else toolCalls.push(...p.calls);
+  };
+  const { opts } = call;
+  const grammar = call.grammar ?? forcedCall(t, tools, call.toolChoice);
+  const job = { prompt: { kind: "text" as const, text: prompt }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs: call.logprobs, truncate: call.truncate, droppedTokens };
+  const stats = await lease.runner.generate(job, (text, lps) => emit(splitter.add(text), lps), signal);
+  const rest = splitter.end();
+  if (rest) on.onChunk(rest);
+  return { stats: { ...stats, context: [] }, toolCalls };
+}
+
+/**
+ * `tool_choice: "required"` or a named function on a template whose calls are bare JSON: the answer
+ * is constrained to a call object (`{"name": ..., "arguments": {...}}`) by grammar, which the tool
+ * parser then reads. Templates with other call tags are not constrained (Ollama ignores tool_choice).
+ */
+function forcedCall(t: Template, tools: ToolSpec[] | undefined, choice: ToolChoice | undefined): GrammarSpec | undefined {
+  if (!tools?.length || choice === undefined || choice === "auto" || choice === "none" || toolCallTag(t.root) !== "{") return undefined;
+  const allowed = typeof choice === "object" ? tools.filter((x) => x.name === choice.name) : tools;
+  const calls = allowed.map((x) => ({
+    type: "object",
+    properties: { name: { const: x.name }, arguments: x.parameters ?? { type: "object", properties: {} } },
+    required: ["name", "arguments"],
+    additionalProperties: false,
+  }));
+  return { kind: "schema", schema: calls.length === 1 ? (calls[0] as object) : { oneOf: calls } };
+}

@@ -1,0 +1,38 @@
+/**
+ * `POST /api/tokenize {model, content, add_special}` → `{tokens}` and `POST /api/detokenize
+ * {model, tokens}` → `{content}`: llama-server's endpoints and field names, so that clients can
+ * count tokens before they send. The model's own runner tokenizes, so the model is loaded (as
+ * llama-server has it loaded). Special-token text in `content` is parsed as special tokens (llama-server's
+ * `parse_special`, default true); `add_special` (default false, as llama-server) adds BOS/EOS where the
+ * vocabulary asks for them.
+ */
+import { detokenizeSchema, tokenizeSchema, type DetokenizeRequest, type TokenizeRequest } from "../api/tokenize-schemas.js";
+import { readJson } from "../http/body.js";
+import { sendJson } from "../http/respond.js";
+import type { RequestContext, Router } from "../http/router.js";
+import { compileValidator } from "../http/validate.js";
+import { resolveTarget, withLease } from "./completion.js";
+import { parseKeepAlive } from "./generate.js";
+import type { Services } from "./services.js";
+
+const validateTokenize = compileValidator<TokenizeRequest>(tokenizeSchema);
+const validateDetokenize = compileValidator<DetokenizeRequest>(detokenizeSchema);
+
+export function tokenizeRoutes(router: Router, services: Services): void {
+  router.add("POST", "/api/tokenize", (ctx) => tokenize(ctx, services));
+  router.add("POST", "/api/detokenize", (ctx) => detokenize(ctx, services));
+}
+
+async function tokenize(ctx: RequestContext, services: Services): Promise<void> {
+  const body = validateTokenize(await readJson(ctx.req, services.config.maxBodyBytes));
+  const target = await resolveTarget(services, body.model, body.options, parseKeepAlive(body.keep_alive), ctx.log);
+  const tokens = await withLease(services, ctx, target, (lease) => lease.runner.tokenize(body.content, ctx.signal, body.add_special === true, body.parse_special !== false));
+  sendJson(ctx.res, 200, { tokens });
+}
+
+async function detokenize(ctx: RequestContext, services: Services): Promise<void> {
+  const body = validateDetokenize(await readJson(ctx.req, services.config.maxBodyBytes));
+  const target = await resolveTarget(services, body.model, body.options, parseKeepAlive(body.keep_alive), ctx.log);
+  const content = await withLease(services, ctx, target, (lease) => lease.runner.detokenize(body.tokens, ctx.signal));
+  sendJson(ctx.res, 200, { content });
+}

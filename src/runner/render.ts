@@ -1,0 +1,67 @@
+/**
+ * Render-only and tokenize jobs in the runner child (imported only by child.ts): what the model's own
+ * chat template (node-llama-cpp's chat wrapper, Jinja included) makes of a conversation, as text, for
+ * `_debug_render_only`; and the tokens of already-rendered text, for the parent's history truncation.
+ */
+import { SpecialToken, type Token, type ChatModelFunctions, type GbnfJsonSchema, type LlamaModel, type LlamaText } from "node-llama-cpp";
+import { chatWrapperOf, toHistory } from "./chat.js";
+import type { RenderJob } from "./protocol.js";
+import type { JobRuntime } from "./runtime.js";
+
+/** Answers one `render` job with `rendered` (or `failed` when the template rejects the turns). */
+export function runRender(rt: JobRuntime, id: number, job: RenderJob): void {
+  const l = rt.loaded();
+  if (!l) return rt.send({ type: "failed", id, kind: "other", message: "model is not loaded" });
+  try {
+    const functions: ChatModelFunctions | undefined = job.tools?.length
+      ? Object.fromEntries(job.tools.map((t) => [t.name, { ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { params: t.parameters as GbnfJsonSchema } : {}) }]))
+      : undefined;
+    const state = chatWrapperOf(l.model).generateContextState({ chatHistory: toHistory(job.turns), ...(functions ? { availableFunctions: functions, documentFunctionParams: true } : {}) });
+    rt.send({ type: "rendered", id, text: textOf(state.contextText, l.model) });
+  } catch (err) {
+    rt.send({ type: "failed", id, kind: "invalid", message: `the model's chat template cannot render these messages: ${rt.clientSafe(err)}` });
+  }
+}
+
+/**
+ * The text as llama.cpp's template rendering prints it: builtin special tokens (BOS, EOS, EOT) by their vocabulary
+ * text (`<|begin_of_text|>`), not node-llama-cpp's placeholder names.
+ */
+function textOf(text: LlamaText, model: LlamaModel): string {
+  const values = [...text.values];
+  // The BOS node-llama-cpp puts first is the one evaluation adds (add_bos_token), not template text:
+  // left out, as llama.cpp's template rendering and a Go template's rendering leave it out.
+  const first = values[0];
+  if (first instanceof SpecialToken && first.value === "BOS") values.shift();
+  return values
+    .map((v) => (v instanceof SpecialToken ? model.detokenize(v.tokenize(model.tokenizer), true) : v.toString()))
+    .join("");
+}
+
+/** Answers one `tokenize` job: special tokens parsed, no BOS added (the runner adds it when it evaluates). */
+export function runTokenize(rt: JobRuntime, id: number, text: string, addSpecial = false, parseSpecial = true): void {
+  const l = rt.loaded();
+  if (!l) return rt.send({ type: "failed", id, kind: "other", message: "model is not loaded" });
+  const tokens: number[] = [...l.model.tokenize(text, parseSpecial)];
+  // llama-server's add_special: BOS/EOS exactly where the vocabulary's add_bos/add_eos flags ask.
+  const { bos, eos, shouldPrependBosToken, shouldAppendEosToken } = l.model.tokens;
+  if (addSpecial && shouldPrependBosToken && bos !== null) tokens.unshift(bos);
+  if (addSpecial && shouldAppendEosToken && eos !== null) tokens.push(eos);
+  rt.send({ type: "tokens", id, tokens });
+}
+
+/** Answers one `detokenize` job with `rendered`: special tokens written out, as llama-server's /detokenize. */
+export function runDetokenize(rt: JobRuntime, id: number, tokens: number[]): void {
+  const l = rt.loaded();
+  if (!l) return rt.send({ type: "failed", id, kind: "other", message: "model is not loaded" });
+  // llama.cpp reads token attributes with .at(): an id outside the vocabulary would abort the runner.
+  const size = vocabularySize(l.model);
+  const bad = tokens.find((t) => t >= size);
+  if (bad !== undefined) return rt.send({ type: "failed", id, kind: "invalid", message: `token ${bad} is not in the model's vocabulary (size ${size})` });
+  rt.send({ type: "rendered", id, text: l.model.detokenize(tokens as Token[], true) });
+}
+
+function vocabularySize(model: LlamaModel): number {
+  const tokens = (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: unknown } } }).tokenizer?.ggml?.tokens;
+  return Array.isArray(tokens) ? tokens.length : 0;
+}

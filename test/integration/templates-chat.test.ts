@@ -1,0 +1,100 @@
+/**
+ * Go-template models running for real (issue 12): chat and generate evaluate the Modelfile TEMPLATE
+ * (not the GGUF's), tool calls in the template's format come back as `tool_calls` (forced by an
+ * honest grammar: a `format` schema, or `tool_choice` on /v1, makes the random-weight model write a
+ * call object, which the tool parser reads like any model output), and thinking is split from the
+ * content. The model's GGUF template is ChatML; the TEMPLATE below is a different, recognisable one.
+ */
+import t from "tap";
+import { postJson, readNdjson, startDaemon } from "../helpers/daemon.js";
+
+const TEMPLATE = `{{- if .Tools }}[AVAILABLE] {{ json .Tools }}
+{{ end }}{{- range .Messages }}<|im_start|>{{ .Role }}
+{{ if .ToolCalls }}{{ range .ToolCalls }}{"name": "{{ .Function.Name }}", "arguments": {{ json .Function.Arguments }}}{{ end }}{{ else }}{{ .Content }}{{ end }}<|im_end|>
+{{ end }}<|im_start|>assistant
+{{ if .Think }}<think>{{ end }}`;
+// Thinking support, as Ollama infers it: .Thinking between tags inside range .Messages.
+const THINKING = TEMPLATE.replace("{{ .Content }}{{ end }}", "{{ if .Thinking }}<think>{{ .Thinking }}</think>{{ end }}{{ .Content }}{{ end }}");
+const params = { type: "object", properties: { city: { enum: ["Paris", "Tokyo"] } }, required: ["city"] };
+const tools = [{ type: "function", function: { name: "get_weather", description: "Weather in a city", parameters: params } }];
+const callSchema = { type: "object", properties: { name: { const: "get_weather" }, arguments: params }, required: ["name", "arguments"] };
+// The grammar's JSON is pretty-printed in ~70 tokens of the tiny vocabulary.
+const options = { temperature: 0, seed: 3, num_predict: 120 };
+
+t.test("Go templates on the real runner", async (t) => {
+  const { url } = await startDaemon(t, { models: [{ name: "base", make: { preset: "tiny", chatTemplate: "chatml" } }] });
+  t.equal((await postJson(`${url}/api/create`, { model: "tpl", from: "base", template: TEMPLATE, stream: false })).status, 200);
+  t.equal((await postJson(`${url}/api/create`, { model: "thinker", from: "base", template: THINKING, stream: false })).status, 200);
+  const question = [{ role: "user", content: "Weather in Paris?" }];
+
+  t.test("chat renders the Modelfile TEMPLATE, generate with a .Messages template answers", async (t) => {
+    const render = await postJson(`${url}/api/chat`, { model: "tpl", messages: question, tools, _debug_render_only: true });
+    t.match(((await render.json()) as { _debug_info: { rendered_template: string } })._debug_info.rendered_template, /^\[AVAILABLE\] \[\{"type":"function","function":\{"name":"get_weather"/);
+    const gen = await postJson(`${url}/api/generate`, { model: "tpl", prompt: "Hi", stream: false, options: { ...options, num_predict: 4 } });
+    t.equal(gen.status, 200, "no more 400 'unsupported template action'");
+    const body = (await gen.json()) as { response: string; context: number[]; done: boolean };
+    t.equal(body.done, true);
+    // The rendered text is evaluated with its special tokens parsed, exactly as the same text sent raw.
+    const raw = await postJson(`${url}/api/generate`, { model: "tpl", prompt: "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", raw: true, stream: false, options: { ...options, num_predict: 4 } });
+    t.same(body.context, ((await raw.json()) as { context: number[] }).context, "same tokens, same greedy answer");
+    const withLogprobs = (await (await postJson(`${url}/api/chat`, { model: "tpl", messages: question, logprobs: true, stream: false, options: { ...options, num_predict: 5 } })).json()) as { logprobs?: unknown[]; eval_count: number };
+    t.equal(withLogprobs.logprobs?.length, withLogprobs.eval_count, "logprobs of every generated token, through the template path too");
+    const specials = body.context.filter((tok) => tok === body.context[0]).length;
+    t.equal(specials, 2, "<|im_start|> is one token (twice in the prompt), not its letters");
+  });
+
+  t.test("a tool call in the template's format comes back as tool_calls, streamed and not", async (t) => {
+    const res = await postJson(`${url}/api/chat`, { model: "tpl", messages: question, tools, format: callSchema, stream: false, options });
+    t.equal(res.status, 200);
+    const body = (await res.json()) as { message: { content: string; tool_calls?: unknown[] }; done_reason: string };
+    t.equal(body.message.tool_calls?.length, 1, "one call");
+    t.match(body.message.tool_calls?.[0], { function: { name: "get_weather", arguments: { city: /^(Paris|Tokyo)$/ } } });
+    t.equal(body.message.content, "", "the call is not content");
+
+    const lines = await readNdjson(await postJson(`${url}/api/chat`, { model: "tpl", messages: question, tools, format: callSchema, options }));
+    const calls = lines.flatMap((l) => ((l.message as { tool_calls?: unknown[] } | undefined)?.tool_calls ?? []));
+    t.same(calls, body.message.tool_calls, "the stream carries the same call");
+    t.equal(lines.map((l) => (l.message as { content: string }).content).join(""), "", "and no call text as content");
+
+    // The call and its result go back through the template on the next turn.
+    const next = [...question, { role: "assistant", content: "", tool_calls: body.message.tool_calls }, { role: "tool", content: "sunny", tool_name: "get_weather" }];
+    const render = await postJson(`${url}/api/chat`, { model: "tpl", messages: next, tools, _debug_render_only: true });
+    const prompt = ((await render.json()) as { _debug_info: { rendered_template: string } })._debug_info.rendered_template;
+    t.match(prompt, /<\|im_start\|>assistant\n\{"name": "get_weather", "arguments": \{"city":"(Paris|Tokyo)"\}\}<\|im_end\|>\n<\|im_start\|>tool\nsunny<\|im_end\|>/);
+  });
+
+  t.test("/v1 tool_choice 'required' forces a call on a bare-JSON template, streamed and not", async (t) => {
+    const v1 = { model: "tpl", messages: question, tools, tool_choice: "required", temperature: 0, seed: 3, max_tokens: 120 };
+    const res = await postJson(`${url}/v1/chat/completions`, v1);
+    const body = (await res.json()) as { choices: { message: { content: string | null; tool_calls?: { function: { name: string; arguments: string } }[] }; finish_reason: string }[] };
+    t.equal(body.choices[0]?.finish_reason, "tool_calls");
+    t.equal(body.choices[0]?.message.tool_calls?.[0]?.function.name, "get_weather");
+    t.match(JSON.parse(body.choices[0]?.message.tool_calls?.[0]?.function.arguments ?? "null"), { city: /^(Paris|Tokyo)$/ });
+    const sse = await (await postJson(`${url}/v1/chat/completions`, { ...v1, stream: true })).text();
+    t.match(sse, /"tool_calls":\[\{"index":0,"id":"call_[0-9a-f]+","type":"function","function":\{"name":"get_weather"/);
+    t.match(sse, /"finish_reason":"tool_calls"/);
+  });
+
+  t.test("thinking: the output after the template's <think> is `thinking`, not content", async (t) => {
+    const notThinking = await postJson(`${url}/api/chat`, { model: "tpl", messages: question, think: true, stream: false });
+    t.equal(notThinking.status, 400);
+    t.same(await notThinking.json(), { error: '"tpl" does not support thinking' });
+    const plain = (await (await postJson(`${url}/api/generate`, { model: "thinker", prompt: "Hi", raw: true, stream: false, options })).json()) as { response: string };
+    t.ok(plain.response.length > 0);
+    const think = (await (await postJson(`${url}/api/chat`, { model: "thinker", messages: question, think: true, stream: false, options })).json()) as { message: { content: string; thinking?: string } };
+    t.ok(think.message.thinking && think.message.thinking.length > 0, "thoughts reported apart");
+    t.equal(think.message.content, "", "a thought never closed is not content");
+    const off = (await (await postJson(`${url}/api/chat`, { model: "thinker", messages: question, think: false, stream: false, options })).json()) as { message: { content: string; thinking?: string } };
+    t.equal(off.message.thinking, undefined, "think: false → no thinking field");
+    t.ok(off.message.content.length > 0);
+    const gen = (await (await postJson(`${url}/api/generate`, { model: "thinker", prompt: "Hi", stream: false, options })).json()) as { response: string; thinking?: string };
+    t.ok(gen.thinking && gen.thinking.length > 0, "generate: a thinking template thinks by default (Ollama)");
+    t.equal(gen.response, "");
+    const v1 = (await (await postJson(`${url}/v1/chat/completions`, { model: "thinker", messages: question, reasoning_effort: "low", temperature: 0, seed: 3, max_tokens: 48 })).json()) as { choices: { message: { content: string; reasoning?: string } }[] };
+    t.ok(v1.choices[0]?.message.reasoning, "/v1: reasoning");
+    // Earlier thoughts reach the template as .Thinking.
+    const history = [...question, { role: "assistant", content: "Sunny.", thinking: "Look it up." }, { role: "user", content: "Thanks" }];
+    const render = await postJson(`${url}/api/chat`, { model: "thinker", messages: history, think: false, _debug_render_only: true });
+    t.match(((await render.json()) as { _debug_info: { rendered_template: string } })._debug_info.rendered_template, "<|im_start|>assistant\n<think>Look it up.</think>Sunny.<|im_end|>");
+  });
+});
