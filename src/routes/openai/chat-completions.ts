@@ -10,8 +10,10 @@ import { sendJson, SseStream } from "../../http/respond.js";
 import type { RequestContext } from "../../http/router.js";
 import { compileValidator } from "../../http/validate.js";
 import { resolveTarget, runChat } from "../completion.js";
+import type { TokenLogprob } from "../../runner/protocol.js";
+import { toOpenAIContent } from "../logprobs.js";
 import type { Services } from "../services.js";
-import { finishReason, responseId, SYSTEM_FINGERPRINT, toGrammar, toOpenAICalls, toOptions, toToolChoice, toTools, toTurns, unixNow, usageOf } from "./convert.js";
+import { finishReason, responseId, SYSTEM_FINGERPRINT, toGrammar, toOpenAICalls, toOptions, toToolChoice, toThink, toTools, toTurns, unixNow, usageOf } from "./convert.js";
 
 const validate = compileValidator<OpenAIChatRequest>(openaiChatSchema);
 
@@ -24,12 +26,20 @@ export async function chatCompletions(ctx: RequestContext, services: Services): 
   const target = await resolveTarget(services, body.model, toOptions(body, body.max_completion_tokens ?? body.max_tokens), undefined, ctx.log);
   const head = { id: responseId("chatcmpl"), created: unixNow(), model: body.model, system_fingerprint: SYSTEM_FINGERPRINT };
   const stream = body.stream ? new SseStream(ctx.res) : undefined;
-  const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-    stream?.write({ ...head, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null, lps?: TokenLogprob[]) =>
+    stream?.write({ ...head, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: lps ? { content: toOpenAIContent(lps), refusal: null } : null, finish_reason: finish }] });
   let content = "";
   let reasoning = "";
-  const { result } = await runChat(services, ctx, target, { turns, tools, toolChoice, grammar }, {
-    onChunk: (text) => (stream ? void chunk({ role: "assistant", content: text }) : (content += text)),
+  const logprobs = body.logprobs ? (body.top_logprobs ?? 0) : undefined;
+  const allLogprobs: TokenLogprob[] = [];
+  const { result } = await runChat(services, ctx, target, { turns, tools, toolChoice, grammar, think: toThink(body), logprobs }, {
+    onChunk: (text, lps) => {
+      if (stream) void chunk({ role: "assistant", content: text }, null, lps);
+      else {
+        content += text;
+        if (lps) allLogprobs.push(...lps);
+      }
+    },
     onThinking: (text) => (stream ? void chunk({ role: "assistant", content: "", reasoning: text }) : (reasoning += text)),
   });
   const { stats } = result;
@@ -49,5 +59,5 @@ export async function chatCompletions(ctx: RequestContext, services: Services): 
     ...(reasoning ? { reasoning } : {}),
     ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
   };
-  sendJson(ctx.res, 200, { ...head, object: "chat.completion", choices: [{ index: 0, message, logprobs: null, finish_reason: finish }], usage });
+  sendJson(ctx.res, 200, { ...head, object: "chat.completion", choices: [{ index: 0, message, logprobs: logprobs === undefined ? null : { content: toOpenAIContent(allLogprobs), refusal: null }, finish_reason: finish }], usage });
 }

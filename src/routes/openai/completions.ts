@@ -10,6 +10,8 @@ import { sendJson, SseStream } from "../../http/respond.js";
 import type { RequestContext } from "../../http/router.js";
 import { compileValidator } from "../../http/validate.js";
 import { resolveTarget, runCompletion } from "../completion.js";
+import type { TokenLogprob } from "../../runner/protocol.js";
+import { toLegacy } from "../logprobs.js";
 import type { Services } from "../services.js";
 import { finishReason, responseId, SYSTEM_FINGERPRINT, toOptions, unixNow, usageOf } from "./convert.js";
 
@@ -21,14 +23,24 @@ export async function completions(ctx: RequestContext, services: Services): Prom
   const prompt = typeof body.prompt === "string" ? body.prompt : (body.prompt[0] ?? "");
   const target = await resolveTarget(services, body.model, toOptions(body), undefined, ctx.log);
   const head = { id: responseId("cmpl"), object: "text_completion", created: unixNow(), model: body.model, system_fingerprint: SYSTEM_FINGERPRINT };
-  const choice = (text: string, finish: string | null) => ({ ...head, choices: [{ text, index: 0, logprobs: null, finish_reason: finish }] });
+  const choice = (text: string, finish: string | null, logprobs: Record<string, unknown> | null = null) => ({ ...head, choices: [{ text, index: 0, logprobs, finish_reason: finish }] });
   const stream = body.stream ? new SseStream(ctx.res) : undefined;
   let text = body.echo ? prompt : "";
   if (stream && text) void stream.write(choice(text, null));
-  const { stats } = await runCompletion(services, ctx, target, prompt, undefined, (chunk) => {
-    if (stream) void stream.write(choice(chunk, null));
-    else text += chunk;
-  });
+  // text_offset counts from the start of the returned text (the prompt too, with echo).
+  const offset = text.length;
+  let streamed = offset;
+  const logprobs = body.logprobs ?? undefined;
+  const allLogprobs: TokenLogprob[] = [];
+  const { stats } = await runCompletion(services, ctx, target, prompt, undefined, (chunk, lps) => {
+    if (stream) {
+      void stream.write(choice(chunk, null, lps ? toLegacy(lps, streamed) : null));
+      streamed += chunk.length;
+    } else {
+      text += chunk;
+      if (lps) allLogprobs.push(...lps);
+    }
+  }, logprobs);
   if (stats.doneReason === "cancelled") return; // the client is gone
   const usage = usageOf(stats);
   if (stream) {
@@ -36,5 +48,5 @@ export async function completions(ctx: RequestContext, services: Services): Prom
     if (body.stream_options?.include_usage) void stream.write({ ...head, choices: [], usage });
     return stream.done();
   }
-  sendJson(ctx.res, 200, { ...choice(text, finishReason(stats)), usage });
+  sendJson(ctx.res, 200, { ...choice(text, finishReason(stats), logprobs === undefined ? null : toLegacy(allLogprobs, offset)), usage });
 }

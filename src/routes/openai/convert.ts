@@ -34,7 +34,7 @@ export function toTurns(messages: readonly OpenAIMessage[], model: string): Chat
         if (c.id) callNames.set(c.id, c.function.name);
         return { name: c.function.name, arguments: toArguments(c.function.arguments ?? "", `messages[${i}].tool_calls[${j}].function.arguments`) };
       });
-      return { role: "assistant", content, ...(toolCalls?.length ? { toolCalls } : {}) };
+      return { role: "assistant", content, ...(toolCalls?.length ? { toolCalls } : {}), ...(m.reasoning ? { thinking: m.reasoning } : {}) };
     }
     if (m.role === "tool") {
       const toolName = (m.tool_call_id && callNames.get(m.tool_call_id)) || m.name;
@@ -95,9 +95,12 @@ export function finishReason(stats: GenerateStats, toolCalls = 0): "stop" | "len
   return stats.doneReason === "length" ? "length" : "stop";
 }
 
-/** `prompt_tokens` is the whole prompt (cached tokens included), as OpenAI counts it. */
+/**
+ * `prompt_tokens` is the prompt evaluated (cached tokens included), as OpenAI counts it;
+ * `truncated_tokens` (lmd) the prompt tokens dropped to fit the context, which the SDKs pass through.
+ */
 export function usageOf(stats: GenerateStats): OpenAIUsage {
-  return { prompt_tokens: stats.promptTokens, completion_tokens: stats.evalCount, total_tokens: stats.promptTokens + stats.evalCount };
+  return { prompt_tokens: stats.promptTokens, completion_tokens: stats.evalCount, total_tokens: stats.promptTokens + stats.evalCount, truncated_tokens: stats.truncatedTokens };
 }
 
 export function responseId(prefix: string): string {
@@ -109,3 +112,19 @@ export function unixNow(): number {
 }
 
 export const SYSTEM_FINGERPRINT = "fp_lmd";
+
+/**
+ * `reasoning.effort` or `reasoning_effort` → `think`, as Ollama's openai layer maps it: "none" is
+ * false, "minimal" is "low", the levels pass, and the tiers above "high" clamp to it (lmd's top level).
+ */
+export function toThink(body: OpenAIChatRequest): boolean | "low" | "medium" | "high" | undefined {
+  const effort = body.reasoning?.effort ?? body.reasoning_effort ?? "";
+  switch (effort) {
+    case "": return undefined;
+    case "none": return false;
+    case "minimal": case "low": return "low";
+    case "medium": return "medium";
+    case "high": case "max": case "xhigh": case "ultra": return "high";
+    default: throw new BadRequestError(`invalid reasoning value: "${effort.slice(0, 40)}" (must be "minimal", "low", "medium", "high", "xhigh", "ultra", "max", or "none")`);
+  }
+}

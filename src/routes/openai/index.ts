@@ -9,11 +9,13 @@ import { chatCompletions } from "./chat-completions.js";
 import { completions } from "./completions.js";
 import { embeddings } from "./embeddings.js";
 import { listOpenAIModels, showOpenAIModel } from "./models.js";
+import { responses } from "./responses.js";
 
 export function openaiRoutes(router: Router, services: Services): void {
   router.add("POST", "/v1/chat/completions", (ctx) => chatCompletions(ctx, services));
   router.add("POST", "/v1/completions", (ctx) => completions(ctx, services));
   router.add("POST", "/v1/embeddings", (ctx) => embeddings(ctx, services));
+  router.add("POST", "/v1/responses", (ctx) => responses(ctx, services));
   router.add("GET", "/v1/models", (ctx) => listOpenAIModels(ctx, services));
   router.add("GET", "/v1/models/*model", (ctx) => showOpenAIModel(ctx, services));
 }

@@ -5,8 +5,8 @@
 import type { OpenAIModel } from "../../api/chat-types.js";
 import { sendJson } from "../../http/respond.js";
 import type { RequestContext } from "../../http/router.js";
-import type { ModelName } from "../../models/names.js";
-import { listModels } from "../../models/store-admin.js";
+import type { ModelName } from "../../store/names.js";
+import { listModels } from "../../store/admin.js";
 import type { Services } from "../services.js";
 
 function entry(id: string, name: ModelName, modifiedAt: Date): OpenAIModel {

@@ -1,0 +1,128 @@
+/**
+ * Per-model policy (`SERVICE_MODELS_CONFIG`): an operator's file, YAML or JSON, that sets for
+ * each model its parallel slots, context length, keep-alive (or pins it), whether it is loaded at
+ * start, and default options. Read at start (an invalid file stops the daemon, exit 78) and again
+ * on SIGHUP (an invalid file is logged and the policy in force is kept).
+ *
+ * ```yaml
+ * models:
+ *   llama3.2:
+ *     num_parallel: 4
+ *     num_ctx: 8192
+ *     keep_alive: 30m
+ *     preload: true
+ *     options: { temperature: 0.2 }
+ *   qwen3:8b:
+ *     pinned: true          # never unloaded: no keep-alive expiry, no eviction for room
+ * ```
+ */
+import { readFile } from "node:fs/promises";
+import { Ajv } from "ajv";
+import { parse as parseYaml } from "yaml";
+import { nameKey, parseModelName } from "../store/names.js";
+import { parseDuration } from "../units.js";
+
+/** What the policy says about one model (every field optional). */
+export interface ModelPolicy {
+  /** The name as the file wrote it. */
+  name: string;
+  numParallel?: number;
+  numCtx?: number;
+  /** Milliseconds; negative = forever. */
+  keepAliveMs?: number;
+  pinned: boolean;
+  preload: boolean;
+  /** Default options, between the model's own PARAMETERs and the request's `options`. */
+  options: Record<string, unknown>;
+}
+
+/** The policy file read into model keys; empty when no file is configured. */
+export class PolicyTable {
+  static readonly EMPTY = new PolicyTable(new Map(), undefined);
+
+  constructor(
+    private readonly byKey: ReadonlyMap<string, ModelPolicy>,
+    /** The file it was read from. */
+    readonly file: string | undefined,
+  ) {}
+
+  /** The policy of the model with this store key, if the file names it. */
+  for(key: string): ModelPolicy | undefined {
+    return this.byKey.get(key);
+  }
+
+  /** Every model the file names. */
+  entries(): ModelPolicy[] {
+    return [...this.byKey.values()];
+  }
+}
+
+const ajv = new Ajv({ allErrors: false, strict: true, allowUnionTypes: true });
+const validate = ajv.compile({
+  type: "object",
+  additionalProperties: false,
+  required: ["models"],
+  properties: {
+    models: {
+      type: "object",
+      additionalProperties: {
+        type: "object",
+        additionalProperties: false,
+        properties: {
+          num_parallel: { type: "integer", minimum: 1, maximum: 64 },
+          num_ctx: { type: "integer", minimum: 1 },
+          keep_alive: { type: ["string", "number"] },
+          pinned: { type: "boolean" },
+          preload: { type: "boolean" },
+          options: { type: "object" },
+        },
+      },
+    },
+  },
+});
+
+interface RawPolicy {
+  num_parallel?: number;
+  num_ctx?: number;
+  keep_alive?: string | number;
+  pinned?: boolean;
+  preload?: boolean;
+  options?: Record<string, unknown>;
+}
+
+/** Reads and checks the policy file; throws an Error whose message says what is wrong and where. */
+export async function readPolicyFile(file: string): Promise<PolicyTable> {
+  const text = await readFile(file, "utf8").catch((err: NodeJS.ErrnoException) => {
+    throw new Error(`${file}: cannot read it (${err.code ?? err.message})`);
+  });
+  let doc: unknown;
+  try {
+    doc = parseYaml(text, { maxAliasCount: 100 }); // YAML 1.2 reads JSON too
+  } catch (err) {
+    throw new Error(`${file}: not valid YAML or JSON: ${(err as Error).message.split("\n")[0]}`);
+  }
+  if (!validate(doc)) {
+    const e = validate.errors?.[0];
+    throw new Error(`${file}: ${e ? `${e.instancePath || "/"} ${e.message ?? "is invalid"}` : "invalid"}`);
+  }
+  const byKey = new Map<string, ModelPolicy>();
+  for (const [name, raw] of Object.entries((doc as { models: Record<string, RawPolicy> }).models)) {
+    let key: string;
+    try {
+      key = nameKey(parseModelName(name));
+    } catch {
+      throw new Error(`${file}: invalid model name '${name}'`);
+    }
+    if (byKey.has(key)) throw new Error(`${file}: model '${name}' is named twice`);
+    const policy: ModelPolicy = { name, pinned: raw.pinned ?? false, preload: raw.preload ?? false, options: raw.options ?? {} };
+    if (raw.num_parallel !== undefined) policy.numParallel = raw.num_parallel;
+    if (raw.num_ctx !== undefined) policy.numCtx = raw.num_ctx;
+    if (raw.keep_alive !== undefined) {
+      const ms = parseDuration(raw.keep_alive);
+      if (ms === undefined) throw new Error(`${file}: /models/${name}/keep_alive '${String(raw.keep_alive)}' is not a duration`);
+      policy.keepAliveMs = Math.round(ms);
+    }
+    byKey.set(key, policy);
+  }
+  return new PolicyTable(byKey, file);
+}
