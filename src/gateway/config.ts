@@ -7,7 +7,7 @@
  * certificate and key are required. Every problem is a {@link ConfigError} naming its variable.
  */
 import envSchema from "env-schema";
-import { ConfigError, isLoopbackHost, parseListenAddress, type ListenAddress } from "../config.js";
+import { ConfigError, isLoopbackHost, parseBoolean, parseListenAddress, type ListenAddress } from "../config.js";
 import { parseDuration } from "../units.js";
 
 /** Every GATEWAY_* variable with its default and meaning; packaging/lmd-gateway.env is checked against it. */
@@ -21,6 +21,9 @@ export const GATEWAY_VARIABLES = {
   GATEWAY_JWT_ISSUER: { default: "", meaning: "required `iss` claim of bearer JWTs; unset = not checked" },
   GATEWAY_JWT_AUDIENCE: { default: "", meaning: "required `aud` claim of bearer JWTs; unset = not checked" },
   GATEWAY_RATE_LIMIT: { default: "60", meaning: "requests per minute per key (token bucket, bursts up to the same number); 0 = no limit" },
+  GATEWAY_MAX_CONNECTIONS: { default: "1024", meaning: "open connections at most, all clients together; more are refused (503) and logged" },
+  GATEWAY_MAX_CONNECTIONS_PER_ADDRESS: { default: "64", meaning: "open connections at most from one client address; more are refused (503) and logged" },
+  GATEWAY_AUTH_FAILURE_LIMIT: { default: "20", meaning: "failed authentications per client address per minute before it gets 429 for the rest of that minute; 0 = no limit" },
   GATEWAY_TLS_CERT: { default: "", meaning: "PEM certificate chain for HTTPS; re-read on SIGHUP" },
   GATEWAY_TLS_KEY: { default: "", meaning: "PEM private key for HTTPS; re-read on SIGHUP" },
   GATEWAY_ALLOW_PLAINTEXT: { default: "false", meaning: "serve plain HTTP without TLS; refused unless GATEWAY_HOST is loopback" },
@@ -44,6 +47,11 @@ export interface GatewayConfig {
   jwtAudience: string | undefined;
   /** Requests per minute per key; 0 = unlimited. */
   rateLimit: number;
+  /** Connection caps (issue 13 item 6). */
+  maxConnections: number;
+  maxConnectionsPerAddress: number;
+  /** Failed authentications per address per minute; 0 = unlimited. */
+  authFailureLimit: number;
   /** Both set for HTTPS, both undefined for plain HTTP. */
   tls: { certFile: string; keyFile: string } | undefined;
   logLevel: string;
@@ -65,6 +73,9 @@ const schema = {
     GATEWAY_JWT_ISSUER: { type: "string" },
     GATEWAY_JWT_AUDIENCE: { type: "string" },
     GATEWAY_RATE_LIMIT: { type: "integer", minimum: 0, maximum: 1_000_000, default: 60 },
+    GATEWAY_MAX_CONNECTIONS: { type: "integer", minimum: 1, maximum: 1_000_000, default: 1024 },
+    GATEWAY_MAX_CONNECTIONS_PER_ADDRESS: { type: "integer", minimum: 1, maximum: 1_000_000, default: 64 },
+    GATEWAY_AUTH_FAILURE_LIMIT: { type: "integer", minimum: 0, maximum: 1_000_000, default: 20 },
     GATEWAY_TLS_CERT: { type: "string" },
     GATEWAY_TLS_KEY: { type: "string" },
     GATEWAY_ALLOW_PLAINTEXT: { type: "boolean", default: false },
@@ -83,6 +94,9 @@ interface RawEnv {
   GATEWAY_JWT_ISSUER?: string;
   GATEWAY_JWT_AUDIENCE?: string;
   GATEWAY_RATE_LIMIT: number;
+  GATEWAY_MAX_CONNECTIONS: number;
+  GATEWAY_MAX_CONNECTIONS_PER_ADDRESS: number;
+  GATEWAY_AUTH_FAILURE_LIMIT: number;
   GATEWAY_TLS_CERT?: string;
   GATEWAY_TLS_KEY?: string;
   GATEWAY_ALLOW_PLAINTEXT: boolean;
@@ -112,6 +126,9 @@ export function loadGatewayConfig(env: Record<string, string | undefined>): Read
     jwtIssuer: raw.GATEWAY_JWT_ISSUER,
     jwtAudience: raw.GATEWAY_JWT_AUDIENCE,
     rateLimit: raw.GATEWAY_RATE_LIMIT,
+    maxConnections: raw.GATEWAY_MAX_CONNECTIONS,
+    maxConnectionsPerAddress: raw.GATEWAY_MAX_CONNECTIONS_PER_ADDRESS,
+    authFailureLimit: raw.GATEWAY_AUTH_FAILURE_LIMIT,
     tls: tlsFiles(raw, listen),
     logLevel: raw.GATEWAY_LOG_LEVEL,
     shutdownTimeoutMs,
@@ -125,8 +142,11 @@ function readRaw(env: Record<string, string | undefined>): RawEnv {
     const value = env[name];
     if (value !== undefined && value.trim() !== "") data[name] = value.trim();
   }
+  // Booleans as systemd and Ollama spell them (1/yes/on, any case); ajv alone accepts only true/false.
+  const plaintext = data.GATEWAY_ALLOW_PLAINTEXT;
+  if (plaintext !== undefined && parseBoolean(plaintext) !== undefined) data.GATEWAY_ALLOW_PLAINTEXT = String(parseBoolean(plaintext));
   try {
-    return envSchema<RawEnv>({ schema, data, dotenv: false });
+    return envSchema<RawEnv>({ schema, data, env: false, dotenv: false }); // only `env`: never process.env behind it
   } catch (err) {
     const first = (err instanceof Error ? err.message : String(err)).split(",")[0] ?? "";
     const m = /env\/(\w+) (.*)/.exec(first);

@@ -18,6 +18,13 @@ export class RateLimitedError extends HttpError {
   }
 }
 
+/** 429: too many failed authentications from one address; `Retry-After` says when it may try again. */
+export class AuthBlockedError extends HttpError {
+  constructor(perMinute: number, retryAfterSeconds: number) {
+    super(429, `too many failed authentications: at most ${perMinute} per minute per address`, { headers: { "retry-after": String(retryAfterSeconds) } });
+  }
+}
+
 /** 502: the daemon could not be reached or broke off before answering. */
 export class BadGatewayError extends HttpError {
   constructor(cause: unknown) {

@@ -10,13 +10,14 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "../config.js";
-import { ShuttingDownError, toErrorResponse } from "../errors.js";
+import { BadRequestError, ShuttingDownError, toErrorResponse } from "../errors.js";
 import { listenOn } from "../http/listen.js";
 import { SERVER_TIMEOUTS } from "../http/server.js";
 import { clientGone, sendJson } from "../http/respond.js";
 import type { Logger } from "../logger.js";
 import type { GatewayConfig } from "./config.js";
-import { RateLimitedError, UnauthorizedError } from "./errors.js";
+import { AuthBlockedError, RateLimitedError, UnauthorizedError } from "./errors.js";
+import { answerClientErrors, AuthFailureLimiter, capConnections, originForm } from "./limits.js";
 import { JwtVerifier, TokenError } from "./jwt.js";
 import { KeySet } from "./keys.js";
 import { createUpstreamAgent, forward } from "./proxy.js";
@@ -40,6 +41,7 @@ export async function createGateway(config: Readonly<GatewayConfig>, deps: { log
   const keys = new KeySet();
   const jwt = new JwtVerifier({ secret: config.jwtSecret, jwksFile: config.jwksFile, issuer: config.jwtIssuer, audience: config.jwtAudience });
   const limiter = new RateLimiter(config.rateLimit);
+  const authFailures = new AuthFailureLimiter(config.authFailureLimit);
   const agent = createUpstreamAgent();
   await asConfigError(config.keysFile ? "GATEWAY_KEYS_FILE" : "GATEWAY_API_KEYS", () => keys.load(config.apiKeys, config.keysFile));
   await asConfigError("GATEWAY_JWKS_FILE", () => jwt.load());
@@ -58,8 +60,13 @@ export async function createGateway(config: Readonly<GatewayConfig>, deps: { log
   server.headersTimeout = SERVER_TIMEOUTS.headersTimeoutMs;
   server.requestTimeout = SERVER_TIMEOUTS.requestTimeoutMs;
   server.keepAliveTimeout = SERVER_TIMEOUTS.keepAliveTimeoutMs;
+  capConnections(server, { total: config.maxConnections, perAddress: config.maxConnectionsPerAddress }, log, tlsOptions !== undefined);
+  answerClientErrors(server, log);
   server.on("tlsClientError", (err: Error) => log.debug({ err: err.message }, "TLS handshake failed"));
-  const sweeper = setInterval(() => limiter.sweep(), 60_000).unref();
+  const sweeper = setInterval(() => {
+    limiter.sweep();
+    authFailures.sweep();
+  }, 60_000).unref();
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const access = accessLog(log, req, res);
@@ -68,8 +75,20 @@ export async function createGateway(config: Readonly<GatewayConfig>, deps: { log
       if (draining) throw new ShuttingDownError();
       // A CORS preflight cannot carry credentials (browsers never send them on OPTIONS); the
       // daemon answers it without doing any work, so it passes unauthenticated.
+      // Only origin-form goes upstream: an absolute-form target (`GET http://host/p`) keeps its path.
+      const target = originForm(req.url ?? "/");
+      if (target === undefined) throw new BadRequestError("the request target must be a path (origin-form) or an http(s) URL");
+      req.url = target;
       if (!isPreflight(req)) {
-        access.keyId = await authenticate(req);
+        const address = req.socket.remoteAddress ?? "-";
+        const wait = authFailures.blockedFor(address);
+        if (wait > 0) throw new AuthBlockedError(config.authFailureLimit, wait);
+        try {
+          access.keyId = await authenticate(req);
+        } catch (err) {
+          if (err instanceof UnauthorizedError && authFailures.fail(address)) log.warn({ remote: address, limit: config.authFailureLimit }, "too many failed authentications; address blocked");
+          throw err;
+        }
         const decision = limiter.take(access.keyId);
         if (!decision.allowed) throw new RateLimitedError(config.rateLimit, decision.retryAfterSeconds);
       }

@@ -3,6 +3,7 @@
  * CORS. No credentials are checked here or anywhere in the daemon: it never answers 401.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { isIPv4, isIPv6 } from "node:net";
 import { isLoopbackHost, type Config } from "../config.js";
 import { ForbiddenError } from "../errors.js";
 
@@ -26,7 +27,10 @@ const DEFAULT_ORIGINS: readonly RegExp[] = [
 export interface Guards {
   /** Refuses a Host header that does not name this machine while bound to loopback. */
   checkHost(req: IncomingMessage): void;
-  /** Adds CORS headers; answers a preflight and returns true (then nothing else runs). */
+  /**
+   * Refuses cross-site requests (403) and adds CORS headers for allowed origins; answers a
+   * preflight and returns true (then nothing else runs).
+   */
   cors(req: IncomingMessage, res: ServerResponse): boolean;
 }
 
@@ -44,17 +48,16 @@ export function createGuards(config: Pick<Config, "listen" | "allowedHosts" | "o
     },
     cors(req, res) {
       const origin = req.headers.origin;
+      const allowed = origin !== undefined && origins.some((re) => re.test(origin));
+      // A web page can send "simple" requests (form posts, text/plain bodies) to loopback without a
+      // preflight, and the server acts on them even though the page never sees the answer: so a
+      // request from a disallowed origin — or one the browser marks cross-site — is refused before
+      // its body is read, whatever its method. curl, SDKs and same-origin tools send no Origin.
+      if (origin !== undefined && !allowed) throw new ForbiddenError(`origin '${origin}' is not allowed`);
+      if (!allowed && req.headers["sec-fetch-site"] === "cross-site") throw new ForbiddenError("cross-site requests are not allowed");
       if (origin === undefined) return false;
       res.setHeader("vary", "origin");
       const preflight = req.method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined;
-      if (!origins.some((re) => re.test(origin))) {
-        // A disallowed origin on a simple request gets no CORS headers and is otherwise served:
-        // the browser then withholds the response from the page. Refusing with 403 instead would
-        // also refuse non-browser clients that happen to send Origin, and protects nothing more,
-        // since the Host guard already stops DNS rebinding. Preflights are refused outright.
-        if (preflight) throw new ForbiddenError(`origin '${origin}' is not allowed`);
-        return false;
-      }
       res.setHeader("access-control-allow-origin", origin);
       res.setHeader("access-control-expose-headers", "retry-after, x-request-id");
       if (!preflight) return false;
@@ -81,19 +84,83 @@ function answerPreflight(req: IncomingMessage, res: ServerResponse): void {
 /** True for a Host naming loopback (any port, `*.localhost` too) or one of `allowed`. */
 export function isAllowedHost(host: string, allowed: ReadonlySet<string>): boolean {
   const full = host.toLowerCase();
-  const name = hostname(full).replace(/\.$/, ""); // a trailing dot is the same DNS name
-  if (name === "") return false;
-  return isLoopbackHost(name) || allowed.has(full) || allowed.has(name);
+  if (allowed.has(full)) return true; // exactly as the operator wrote it (nginx upstream names too)
+  const parsed = parseHost(full);
+  if (!parsed) return false; // not a host[:port] at all (`a:80@evil.com`, `[::1`, spaces)
+  return allowed.has(parsed.name) || isLoopbackName(parsed);
 }
 
-/** `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`. */
-function hostname(host: string): string {
+interface ParsedHost {
+  /** The name as written (IPv6 in brackets), without a trailing dot. */
+  name: string;
+  kind: "ipv4" | "ipv6" | "dns";
+  /** The address without brackets, for IP kinds. */
+  address: string;
+}
+
+/**
+ * Parses a Host header as RFC 9110 defines it: `uri-host [":" port]`, where uri-host is an
+ * IP literal in brackets, an IPv4 address, or a DNS name. Undefined for anything else — in
+ * particular, names made of digits and dots that are not IPv4 (`127.999.999.999`), since a
+ * browser or resolver might read those another way.
+ */
+function parseHost(host: string): ParsedHost | undefined {
+  let name = host;
+  let port = "";
   if (host.startsWith("[")) {
     const end = host.indexOf("]");
-    return end < 0 ? host : host.slice(0, end + 1);
+    if (end < 0) return undefined;
+    name = host.slice(0, end + 1);
+    port = host.slice(end + 1);
+    if (port !== "" && !port.startsWith(":")) return undefined;
+    port = port.slice(1);
+    const address = name.slice(1, -1);
+    if (!isIPv6(address)) return undefined;
+    return validPort(port) ? { name, kind: "ipv6", address } : undefined;
   }
-  const colon = host.indexOf(":");
-  return colon < 0 ? host : host.slice(0, colon);
+  const colon = host.lastIndexOf(":");
+  if (colon >= 0) {
+    name = host.slice(0, colon);
+    port = host.slice(colon + 1);
+    if (!validPort(port)) return undefined;
+  }
+  name = name.replace(/\.$/, ""); // a trailing dot is the same DNS name
+  if (isIPv4(name)) return { name, kind: "ipv4", address: name };
+  if (/^[0-9.]+$/.test(name)) return undefined;
+  if (!/^[a-z0-9_](?:[a-z0-9_-]{0,62}(?:\.[a-z0-9_-]{1,63})*)?$/.test(name)) return undefined;
+  return { name, kind: "dns", address: "" };
+}
+
+function validPort(port: string): boolean {
+  return port === "" || (/^[0-9]{1,5}$/.test(port) && Number(port) <= 65535);
+}
+
+/** localhost and *.localhost, 127.0.0.0/8, ::1, and IPv4-mapped 127.0.0.0/8 in any IPv6 spelling. */
+function isLoopbackName(h: ParsedHost): boolean {
+  if (h.kind === "dns") return h.name === "localhost" || h.name.endsWith(".localhost");
+  if (h.kind === "ipv4") return h.address.startsWith("127.");
+  const groups = expandIPv6(h.address);
+  if (!groups) return false;
+  const zeros = (n: number) => groups.slice(0, n).every((g) => g === 0);
+  if (zeros(7) && groups[7] === 1) return true; // ::1
+  // ::ffff:127.x.y.z (browsers write it as [::ffff:7f00:1])
+  return zeros(5) && groups[5] === 0xffff && (groups[6]! >> 8) === 127;
+}
+
+/** The eight 16-bit groups of an IPv6 address (embedded IPv4 included), or undefined. */
+function expandIPv6(address: string): number[] | undefined {
+  let text = address;
+  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (v4) {
+    const parts = v4[1]!.split(".").map(Number);
+    text = `${text.slice(0, v4.index)}${((parts[0]! << 8) | parts[1]!).toString(16)}:${((parts[2]! << 8) | parts[3]!).toString(16)}`;
+  }
+  const [head = "", tail] = text.split("::");
+  const a = head === "" ? [] : head.split(":");
+  const b = tail === undefined || tail === "" ? [] : tail.split(":");
+  const fill = tail === undefined ? 0 : 8 - a.length - b.length;
+  const groups = [...a, ...Array<string>(Math.max(0, fill)).fill("0"), ...b].map((g) => parseInt(g, 16));
+  return groups.length === 8 && groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : undefined;
 }
 
 /** A configured origin: exact (case-insensitive), `*` matching any run of characters, `*` alone all. */

@@ -11,7 +11,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
-import { installGguf } from "../../src/models/install.js";
+import { installGguf } from "../../src/store/install.js";
 import { assertError } from "../helpers/assert-error.js";
 import { craftedCorpus, validButUnloadable } from "../helpers/crafted-gguf.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";

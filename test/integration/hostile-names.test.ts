@@ -9,8 +9,8 @@ import { createHash } from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { printable } from "../../src/models/names.js";
-import { MEDIA } from "../../src/models/store.js";
+import { printable } from "../../src/store/names.js";
+import { MEDIA } from "../../src/store/store.js";
 import { assertError } from "../helpers/assert-error.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
 

@@ -13,7 +13,7 @@ type GuardConfig = Pick<Config, "listen" | "allowedHosts" | "origins">;
 
 const LOOPBACK: GuardConfig = {
   listen: { host: "127.0.0.1", port: 11434 },
-  allowedHosts: ["myhost.example", "other.example:8080"],
+  allowedHosts: ["myhost.example", "other.example:8080", "lmd_hosts"],
   origins: ["https://*.example.com", "https://exact.test"],
 };
 
@@ -69,6 +69,18 @@ const hostCases: Array<[string | null, boolean]> = [
   ["[::]:11434", false],
   ["192.168.1.10:11434", false],
   [null, false],
+  // Issue 13 item 14: parsed as RFC 9110 host[:port], not matched by prefix or pattern.
+  ["127.0.0.1:80@evil.com", false],
+  ["127.999.999.999", false],
+  ["[::1", false],
+  ["127.0.0.1:99999", false],
+  ["localhost:80:80", false],
+  ["[::ffff:7f00:1]", true],
+  ["[::ffff:127.0.0.1]:11434", true],
+  ["[0:0:0:0:0:0:0:1]", true],
+  ["[::ffff:c0a8:10a]", false],
+  ["lmd_hosts", true], // an nginx upstream name, as SERVICE_ALLOWED_HOSTS lists it
+  ["lmd_hosts:8080", true],
 ];
 
 t.test("Host guard while bound to loopback", async (t) => {
@@ -122,14 +134,21 @@ const originCases: Array<[string, boolean]> = [
   ["null", false],
 ];
 
-t.test("CORS on simple requests: allowed origins are echoed, others get no CORS headers", async (t) => {
+t.test("CORS on simple requests: allowed origins are echoed, others are refused (403)", async (t) => {
   const port = await start(t, LOOPBACK);
   for (const [origin, allowed] of originCases) {
     const res = await request(port, "GET", { origin });
+    if (!allowed) {
+      await assertError(t, res, 403, `origin '${origin}' is not allowed`);
+      continue;
+    }
     t.equal(res.status, 200, `${origin}: served`);
-    t.equal(res.headers?.["access-control-allow-origin"], allowed ? origin : undefined, `${origin}: ${allowed ? "allowed" : "no CORS headers"}`);
+    t.equal(res.headers?.["access-control-allow-origin"], origin, `${origin}: allowed`);
     t.match(res.headers?.["vary"], /origin/i, `${origin}: vary origin`);
   }
+  await assertError(t, await request(port, "GET", { "sec-fetch-site": "cross-site" }), 403, "cross-site requests are not allowed");
+  t.equal((await request(port, "GET", { "sec-fetch-site": "same-origin" })).status, 200, "same-origin fetch metadata is served");
+  t.equal((await request(port, "GET", { origin: "https://exact.test", "sec-fetch-site": "cross-site" })).status, 200, "a cross-site request from an allowed origin is served");
   const plain = await request(port, "GET", {});
   t.equal(plain.headers?.["access-control-allow-origin"], undefined, "no Origin, no CORS headers");
   const withAuth = await request(port, "GET", { authorization: "Bearer nothing" });
