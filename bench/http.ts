@@ -24,6 +24,9 @@ export interface Generated {
   evalCount: number;
   promptEvalCount: number;
   context: number[];
+  /** Speculative decoding's counts, when it ran. */
+  draftCount?: number | undefined;
+  draftAcceptedCount?: number | undefined;
 }
 
 /** One streaming /api/generate; times are ms since `t0` (performance.now()). */
@@ -62,15 +65,17 @@ export async function lmdGenerate(url: string, body: Record<string, unknown>, t0
     evalCount: Number(final.eval_count ?? 0),
     promptEvalCount: Number(final.prompt_eval_count ?? 0),
     context: (final.context as number[] | undefined) ?? [],
+    draftCount: final.draft_count as number | undefined,
+    draftAcceptedCount: final.draft_accepted_count as number | undefined,
   };
 }
 
 /** `streams` concurrent generations of `tokens` tokens through lmd. */
-export async function lmdDecode(url: string, prompt: string, tokens: number, streams: number, sampling: Sampling): Promise<DecodeResult> {
+export async function lmdDecode(url: string, prompt: string, tokens: number, streams: number, sampling: Sampling, model = "bench"): Promise<DecodeResult> {
   const t0 = performance.now();
   const results = await Promise.all(
     Array.from({ length: streams }, (_, i) =>
-      lmdGenerate(url, { model: "bench", prompt: `${i} ${prompt}`, raw: true, stream: true, options: { ...sampling, num_predict: tokens } }, t0),
+      lmdGenerate(url, { model, prompt: `${i} ${prompt}`, raw: true, stream: true, options: { ...sampling, num_predict: tokens } }, t0),
     ),
   );
   return { streams: results.map((r) => ({ tokens: r.evalCount, firstMs: r.firstMs, lastMs: r.lastMs })) };

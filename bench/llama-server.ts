@@ -17,11 +17,11 @@ export function freePort(): Promise<number> {
   });
 }
 
-export async function startLlamaServer(root: string, cache: string, model: string, threads: number): Promise<{ url: string; child: ChildProcess }> {
+export async function startLlamaServer(root: string, cache: string, model: string, threads: number, parallel = 1): Promise<{ url: string; child: ChildProcess }> {
   process.stderr.write("building llama-server (once; minutes)…\n");
   const bin = execFileSync(path.join(root, "bench/build-llama-server.sh"), [cache], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim().split("\n").pop()!;
   const port = await freePort();
-  const child = spawn(bin, ["-m", model, "-t", String(threads), "-tb", String(threads), "-c", "4096", "-np", "1", "--host", "127.0.0.1", "--port", String(port)], { stdio: "ignore" });
+  const child = spawn(bin, ["-m", model, "-t", String(threads), "-tb", String(threads), "-c", String(4096 * parallel), "-np", String(parallel), "--host", "127.0.0.1", "--port", String(port)], { stdio: "ignore" });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 600; i++) {
     const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
@@ -62,4 +62,11 @@ export async function llamaServerDecode(url: string, prompt: string, tokens: num
     }
   }
   return (n - 1) / ((last - first) / 1000);
+}
+
+/** Prompt tokens/s of a fresh prompt (llama-server's own timing of the prompt evaluation). */
+export async function llamaServerPrefill(url: string, prompt: string): Promise<number> {
+  const res = await fetch(`${url}/completion`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt, n_predict: 1, cache_prompt: false }) });
+  const body = (await res.json()) as { timings?: { prompt_per_second?: number } };
+  return body.timings?.prompt_per_second ?? NaN;
 }

@@ -15,9 +15,9 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { installGguf } from "../src/models/install.js";
-import { makeModel } from "../src/models/make-model.js";
-import { ModelStore } from "../src/models/store.js";
+import { installGguf } from "../src/store/install.js";
+import { makeModel } from "../src/gguf/make-model.js";
+import { ModelStore } from "../src/store/store.js";
 
 const { values: args } = parseArgs({ options: { duration: { type: "string", default: "180" }, clients: { type: "string", default: "32" }, json: { type: "string" } } });
 const DURATION_MS = Number(args.duration) * 1000;

@@ -1,0 +1,93 @@
+/**
+ * How many CPU threads a model load should use when SERVICE_THREADS is not set.
+ *
+ * llama.cpp's CPU threads meet at spinning barriers several times per token. When another busy
+ * process shares their cores, the kernel time-slices a spinning thread against it and decoding
+ * collapses (on 2 cores with one taken: ~100 → ~5 tokens/s with 2 threads, measured in
+ * docs/benchmarks.md), while one thread fewer keeps most of the speed. So each load takes the
+ * cores that are free when it starts:
+ *
+ *   threads = clamp(round(usable − busy), 1, usable)
+ *
+ * where `usable` is the physical cores this process may run on (affinity and the cgroup's CPU
+ * quota included) and `busy` the CPUs' busy time measured over a short window (other processes,
+ * other runners' decoding). A leaf module: the config, the runner and tests use it.
+ */
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import os from "node:os";
+
+/** Physical cores (hyper-threads counted once), or the logical CPUs where /proc/cpuinfo says nothing. */
+export function physicalCores(): number {
+  try {
+    const pairs = new Set<string>();
+    let physical = "0";
+    for (const line of readFileSync("/proc/cpuinfo", "utf8").split("\n")) {
+      const [key, val] = line.split(":").map((s) => s.trim());
+      if (key === "physical id") physical = val ?? "0";
+      if (key === "core id") pairs.add(`${physical}/${val}`);
+    }
+    if (pairs.size > 0) return pairs.size;
+  } catch {
+    // not Linux, or /proc hidden: fall through
+  }
+  return Math.max(1, os.availableParallelism());
+}
+
+/** CPUs the cgroup's quota allows (cgroup v2 `cpu.max`), or Infinity without a quota. */
+export function cgroupCpus(): number {
+  try {
+    const [quota, period] = readFileSync("/sys/fs/cgroup/cpu.max", "utf8").trim().split(/\s+/);
+    if (quota === undefined || quota === "max" || period === undefined) return Infinity;
+    return Math.max(1, Math.ceil(Number(quota) / Number(period)));
+  } catch {
+    return Infinity;
+  }
+}
+
+/** The cores a load may use at most: physical cores within this process's affinity and quota. */
+export function usableCores(): number {
+  return Math.max(1, Math.min(physicalCores(), os.availableParallelism(), cgroupCpus()));
+}
+
+/** The rule in this file's comment; `busy` is in CPUs (0.8 = one CPU 80% busy). */
+export function chooseThreads(usable: number, busy: number): number {
+  return Math.min(usable, Math.max(1, Math.round(usable - busy)));
+}
+
+/** Busy and total jiffies of every CPU line in /proc/stat. */
+async function cpuTimes(): Promise<{ busy: number; total: number }> {
+  const text = await readFile("/proc/stat", "utf8");
+  let busy = 0;
+  let total = 0;
+  for (const line of text.split("\n")) {
+    if (!/^cpu\d+ /.test(line)) continue;
+    const f = line.trim().split(/\s+/).slice(1).map(Number);
+    const sum = f.reduce((a, b) => a + b, 0);
+    const idle = (f[3] ?? 0) + (f[4] ?? 0); // idle + iowait
+    busy += sum - idle;
+    total += sum;
+  }
+  return { busy, total };
+}
+
+/** CPUs' worth of busy time over `windowMs` (e.g. 1.0 = one CPU fully busy); 0 where /proc/stat is unreadable. */
+export async function busyCpus(windowMs = 300): Promise<number> {
+  try {
+    const a = await cpuTimes();
+    await new Promise((r) => setTimeout(r, windowMs));
+    const b = await cpuTimes();
+    const total = b.total - a.total;
+    if (total <= 0) return 0;
+    return ((b.busy - a.busy) / total) * os.cpus().length;
+  } catch {
+    return 0;
+  }
+}
+
+/** Threads for a load now: the free usable cores, at least one. */
+export async function autoThreads(): Promise<{ threads: number; usable: number; busy: number }> {
+  const usable = usableCores();
+  const busy = await busyCpus();
+  return { threads: chooseThreads(usable, busy), usable, busy: Math.round(busy * 100) / 100 };
+}

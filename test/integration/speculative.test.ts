@@ -1,0 +1,71 @@
+/**
+ * Speculative decoding through the daemon: a target model with a draft (`draft` on create, DRAFT in
+ * a Modelfile) and prompt lookup give exactly the greedy output of plain decoding. The pair is
+ * the identity-layer pair make-model writes (the target computes what the draft computes, with more
+ * layers), so nearly every draft token is accepted; an unrelated draft is refuted but changes nothing.
+ */
+import t from "tap";
+import { assertError } from "../helpers/assert-error.js";
+import { postJson, startDaemon } from "../helpers/daemon.js";
+
+// repeat_penalty 1 in every request: a draft proposes greedily without penalties (as llama.cpp's
+// drafts do), so with penalties the identity pair would disagree where a penalty moves the argmax.
+const shape = { preset: "tiny", layers: 2, seed: 7 } as const;
+
+interface Final {
+  response: string;
+  context: number[];
+  eval_count: number;
+  draft_count?: number;
+  draft_accepted_count?: number;
+}
+
+async function greedy(url: string, model: string, options: Record<string, unknown> = {}): Promise<Final> {
+  const res = await postJson(`${url}/api/generate`, { model, prompt: "the quick brown fox jumps over the lazy dog and the quick brown", raw: true, stream: false, options: { temperature: 0, repeat_penalty: 1, num_predict: 48, ...options } });
+  if (res.status !== 200) throw new Error(`${res.status}: ${await res.text()}`);
+  return (await res.json()) as Final;
+}
+
+t.test("draft model and prompt lookup: identical greedy output, acceptance reported", async (t) => {
+  const { url } = await startDaemon(t, {
+    env: { SERVICE_MAX_LOADED_MODELS: "1" },
+    models: [
+      { name: "draft", make: shape },
+      { name: "target", make: { ...shape, identityLayers: 4 } },
+      { name: "unrelated", make: { ...shape, seed: 99 } },
+    ],
+  });
+  for (const [model, draft] of [["target-spec", "draft"], ["target-unrelated", "unrelated"]] as const) {
+    const res = await postJson(`${url}/api/create`, { model, from: "target", draft, parameters: { draft_p_min: 0 }, stream: false });
+    t.equal(res.status, 200, `created ${model} with draft ${draft}`);
+  }
+  t.equal((await postJson(`${url}/api/create`, { model: "target-lookup", from: "target", parameters: { prompt_lookup: true }, stream: false })).status, 200);
+
+  const plain = await greedy(url, "target");
+  t.equal(plain.draft_count, undefined, "no speculation without a draft or lookup");
+  t.ok(plain.eval_count > 0);
+
+  const spec = await greedy(url, "target-spec");
+  t.same(spec.context, plain.context, "with its draft: the same tokens as plain greedy decoding");
+  t.equal(spec.response, plain.response);
+  t.ok((spec.draft_count ?? 0) > 0, `draft tokens were checked (${spec.draft_count})`);
+  t.ok((spec.draft_accepted_count ?? 0) / (spec.draft_count ?? 1) > 0.8, `the identity pair's drafts are accepted (${spec.draft_accepted_count}/${spec.draft_count})`);
+
+  const off = await greedy(url, "target-spec", { speculative: false });
+  t.same(off.context, plain.context, "speculative: false gives the same tokens");
+  t.equal(off.draft_count, undefined, "and checks no draft tokens");
+
+  const unrelated = await greedy(url, "target-unrelated");
+  t.same(unrelated.context, plain.context, "an unrelated draft changes nothing in the output");
+  t.ok((unrelated.draft_accepted_count ?? 0) < (spec.draft_accepted_count ?? 0), `and is accepted less (${unrelated.draft_accepted_count}/${unrelated.draft_count})`);
+
+  const lookup = await greedy(url, "target-lookup");
+  t.same(lookup.context, plain.context, "prompt lookup gives the same tokens");
+  t.type(lookup.draft_count, "number", "prompt lookup reports what it checked");
+});
+
+t.test("a draft that is not in the store is refused at create", async (t) => {
+  const { url } = await startDaemon(t);
+  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "tiny", draft: "nope", stream: false }), 404, "model 'nope' not found, try pulling it first");
+  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "tiny", parameters: { draft: "nope" }, stream: false }), 404, "model 'nope' not found, try pulling it first");
+});
