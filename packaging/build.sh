@@ -49,7 +49,7 @@ node_runtime() {
 # node-llama-cpp's postinstall would only look for (or build) a binary, and the prebuilt one is here.
 production_modules() {
 	local key dir
-	key=$( (cat package.json package-lock.json packaging/build.sh) | sha256sum | cut -c1-16)
+	key=$( (cat package.json package-lock.json packaging/build.sh patches/*.patch) | sha256sum | cut -c1-16)
 	dir=$CACHE/modules-$key
 	if [ ! -d "$dir/node_modules" ]; then
 		log "installing production node_modules"
@@ -57,6 +57,10 @@ production_modules() {
 		cp package.json package-lock.json "$dir/"
 		(cd "$dir" && npm install --silent --omit=dev --omit=optional --no-save --no-audit --no-fund \
 			--prefer-offline --ignore-scripts "@node-llama-cpp/linux-x64@$LLAMA_VERSION" >&2)
+		# The fixes lmd carries for its dependencies (patch-package's patches/, applied by `npm ci`'s
+		# postinstall in a checkout; here scripts do not run, so apply them the same way).
+		local patch
+		for patch in patches/*.patch; do patch -d "$dir" -p1 --forward --quiet < "$patch" >&2; done
 		prune "$dir/node_modules"
 	fi
 	echo "$dir/node_modules"
@@ -69,7 +73,7 @@ prune() {
 	local nm=$1
 	find "$nm" -mindepth 1 -name '.*' -prune -exec rm -rf {} +
 	find "$nm" -regextype posix-extended -type d \
-		-regex '.*/node_modules/(@[^/]+/)?[^/@]+/(test|tests|__tests__|spec|examples?|docs|benchmarks?)' -prune -exec rm -rf {} +
+		-regex '.*/node_modules/(@[^/]+/)?[^/@]+/(test|tests|__tests__|spec|fixtures?|examples?|docs|benchmarks?)' -prune -exec rm -rf {} +
 	find "$nm" -type f \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.map' -o -name '*.html' \) -delete
 	find "$nm" -depth -type d -empty -delete
 	find "$nm" -type f -exec chmod 644 {} +

@@ -2,20 +2,25 @@
  * `createApp(config, deps)`: builds the daemon (store, scheduler, routes, HTTP server) without
  * listening or touching process-wide state. `main.ts` and the tests both use it.
  */
-import type { AddressInfo } from "node:net";
+import { createServer, type AddressInfo } from "node:net";
 import type { Server } from "node:http";
 import type { Logger } from "pino";
-import type { Config } from "./config.js";
+import { ConfigError, type Config } from "./config.js";
 import { createGuards } from "./http/guards.js";
 import { Router } from "./http/router.js";
 import { listenOn } from "./http/listen.js";
 import { createHttpServer, type ServerLimits } from "./http/server.js";
-import { ensureDemoModel } from "./models/demo.js";
-import { ModelStore } from "./models/store.js";
+import { streamLimits } from "./http/respond.js";
+import { collectGarbage } from "./store/gc.js";
+import { ensureDemoModel } from "./store/demo.js";
+import { ModelStore } from "./store/store.js";
 import { generateRoutes } from "./routes/generate.js";
 import { chatRoutes } from "./routes/chat.js";
 import { embedRoutes } from "./routes/embed.js";
+import { tokenizeRoutes } from "./routes/tokenize.js";
+import { rerankRoutes } from "./routes/rerank.js";
 import { openaiRoutes } from "./routes/openai/index.js";
+import { anthropicRoutes } from "./routes/anthropic/messages.js";
 import { blobRoutes } from "./routes/blobs.js";
 import { createRoutes } from "./routes/create.js";
 import { modelRoutes } from "./routes/models.js";
@@ -25,8 +30,11 @@ import { psRoutes } from "./routes/ps.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { Metrics } from "./metrics.js";
 import { rootRoutes } from "./routes/root.js";
+import { healthRoutes } from "./routes/health.js";
 import type { Services } from "./routes/services.js";
 import { Scheduler, type SchedulerOptions } from "./scheduler/scheduler.js";
+import { PolicyTable, readPolicyFile } from "./scheduler/policy.js";
+import { preloadModels } from "./scheduler/preload.js";
 import { VERSION } from "./version.js";
 
 export interface AppDeps {
@@ -42,17 +50,32 @@ export interface AppDeps {
 export interface App {
   server: Server;
   services: Services;
-  /** Listens where the configuration says; resolves with the bound address. */
+  /** Listens where the configuration says, then writes the demo model into an empty store; resolves with the bound address. */
   listen(): Promise<AddressInfo>;
   /** Graceful shutdown: refuse new work, drain within the timeout, unload every model, stop listening. */
   close(): Promise<void>;
+  /** Re-reads SERVICE_MODELS_CONFIG (SIGHUP); an invalid file is logged and the policy in force kept. */
+  reloadPolicy(): Promise<void>;
+  /** Loads the models the policy marks `preload` (after listening; failures are logged). */
+  preload(): Promise<void>;
 }
 
 export async function createApp(config: Readonly<Config>, deps: AppDeps): Promise<App> {
   const { log } = deps;
+  // A bad policy file is a configuration error: found before anything is written.
+  let policy = PolicyTable.EMPTY;
+  if (config.modelsConfig) {
+    try {
+      policy = await readPolicyFile(config.modelsConfig);
+    } catch (err) {
+      throw new ConfigError("SERVICE_MODELS_CONFIG", (err as Error).message);
+    }
+  }
+  streamLimits.stallMs = config.writeTimeoutMs; // one daemon per process
   const store = new ModelStore(config.models);
   await store.init();
-  if (deps.demoModel !== false) await ensureDemoModel(store, log);
+  const gc = await collectGarbage(store); // orphans of crashes and failures (store/gc.ts)
+  if (gc.blobs.length + gc.partials.length > 0 || gc.skippedBlobs) log.info(gc, "model store: removed orphan blobs and stale partial downloads");
   let scheduler: Scheduler | undefined = undefined;
   const metrics = new Metrics(() => scheduler);
   scheduler = new Scheduler({
@@ -67,14 +90,19 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
     loadTimeoutMs: config.loadTimeoutMs,
     ...(deps.startRunner ? { startRunner: deps.startRunner } : {}),
     onJobStats: metrics.onJobStats,
+    policy: () => policy,
   });
   const services: Services = { config, store, scheduler, version: VERSION };
   const router = new Router();
   rootRoutes(router, services);
+  healthRoutes(router, services);
   generateRoutes(router, services);
   chatRoutes(router, services);
   embedRoutes(router, services);
+  tokenizeRoutes(router, services);
+  rerankRoutes(router, services);
   openaiRoutes(router, services);
+  anthropicRoutes(router, services);
   modelRoutes(router, services);
   blobRoutes(router, services);
   createRoutes(router, services);
@@ -99,12 +127,45 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
       await stopped;
     })());
 
+  const preload = () => preloadModels(policy, store, scheduler, log);
+  const reloadPolicy = async () => {
+    if (!config.modelsConfig) return;
+    try {
+      policy = await readPolicyFile(config.modelsConfig);
+    } catch (err) {
+      log.error({ err: (err as Error).message }, "policy file not reloaded; the policy in force stays");
+      return;
+    }
+    log.info({ file: config.modelsConfig, models: policy.entries().map((p) => p.name) }, "policy file reloaded");
+    scheduler.applyPolicy();
+    await preload();
+  };
+
   return {
     server,
     services,
     close,
-    listen: () => listenOn(server, config.listen),
+    reloadPolicy,
+    preload,
+    // An address that cannot be bound must fail before anything is written to the store, but the
+    // daemon must not answer before the demo model exists (the first request after start would
+    // find no model): so a throwaway socket proves the address first, then the demo model is
+    // written, then the server listens.
+    listen: async () => {
+      if (deps.demoModel !== false) {
+        if (config.listen.port !== 0) await probeListen(config.listen);
+        await ensureDemoModel(store, log);
+      }
+      return listenOn(server, config.listen);
+    },
   };
+}
+
+/** Binds and releases the address: fails as listening would (EADDRINUSE, EADDRNOTAVAIL, EACCES). */
+async function probeListen(listen: Config["listen"]): Promise<void> {
+  const probe = createServer();
+  await listenOn(probe, listen);
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
 }
 
 function delay(ms: number): Promise<void> {

@@ -6,10 +6,9 @@
  * durations, sizes) are then parsed here, and every problem names its variable.
  */
 import os from "node:os";
-import { readFileSync } from "node:fs";
 import path from "node:path";
 import envSchema from "env-schema";
-import { parseDuration, parseSize } from "./units.js";
+import { MAX_TIMER_MS, parseDuration, parseSize } from "./units.js";
 
 /** A configuration problem: `main` prints it and exits 78 (EX_CONFIG). */
 export class ConfigError extends Error {
@@ -44,8 +43,17 @@ export interface Config {
   logDir: string | undefined;
   shutdownTimeoutMs: number;
   loadTimeoutMs: number;
-  threads: number;
+  /** A streaming response whose client takes nothing for this long is ended (issue 13 item 8). */
+  writeTimeoutMs: number;
+  /** undefined = chosen per load from the free cores (src/cpu.ts). */
+  threads: number | undefined;
   gpu: GpuMode;
+  /** Per-model policy file (YAML or JSON); read by the app at start and on SIGHUP. */
+  modelsConfig: string | undefined;
+  /** Default of a request's `truncate`: drop the oldest turns of a prompt over the context (else 400). */
+  truncate: boolean;
+  /** Cap on generated tokens per request; 0 = 4 × the request's context length. */
+  maxPredict: number;
 }
 
 /** Every variable with its default and meaning; docs/configuration.md and the env file are checked against it. */
@@ -64,8 +72,12 @@ export const VARIABLES = {
   SERVICE_LOG_DIR: { default: "", meaning: "directory for rotating log files; unset = stdout only" },
   SERVICE_SHUTDOWN_TIMEOUT: { default: "30s", meaning: "grace period for in-flight requests on SIGTERM" },
   SERVICE_LOAD_TIMEOUT: { default: "5m", meaning: "a model load making no progress this long is abandoned (500)" },
-  SERVICE_THREADS: { default: "", meaning: "CPU threads for inference; unset = physical cores" },
+  SERVICE_WRITE_TIMEOUT: { default: "30s", meaning: "a streaming response whose client reads nothing this long is ended, freeing its slot" },
+  SERVICE_THREADS: { default: "", meaning: "CPU threads for inference; unset = the physical cores free when a model loads" },
   SERVICE_GPU: { default: "auto", meaning: "auto, cuda, vulkan or false" },
+  SERVICE_MAX_PREDICT: { default: "0", meaning: "server-side cap on generated tokens per request; 0 = 4 x the request's context length; num_predict below it still wins" },
+  SERVICE_MODELS_CONFIG: { default: "", meaning: "per-model policy file (YAML or JSON): num_parallel, num_ctx, keep_alive, pinned, preload, options; re-read on SIGHUP" },
+  SERVICE_TRUNCATE: { default: "true", meaning: "default of truncate on /api/generate, /api/chat and /v1: true drops the oldest turns of a prompt longer than the context, false answers 400 (1/0/true/false/yes/no/on/off)" },
 } as const;
 
 export type VariableName = keyof typeof VARIABLES;
@@ -89,8 +101,12 @@ const schema = {
     SERVICE_LOG_DIR: { type: "string" },
     SERVICE_SHUTDOWN_TIMEOUT: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_SHUTDOWN_TIMEOUT.default },
     SERVICE_LOAD_TIMEOUT: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_LOAD_TIMEOUT.default },
+    SERVICE_WRITE_TIMEOUT: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_WRITE_TIMEOUT.default },
     SERVICE_THREADS: { type: "integer", minimum: 1, maximum: 1024 },
     SERVICE_GPU: { type: "string", enum: ["auto", "cuda", "vulkan", "false"], default: "auto" },
+    SERVICE_MAX_PREDICT: { type: "integer", minimum: 0, maximum: 100_000_000, default: 0 },
+    SERVICE_MODELS_CONFIG: { type: "string" },
+    SERVICE_TRUNCATE: { type: "string", default: "true" },
   },
 } as const;
 
@@ -109,27 +125,36 @@ interface RawEnv {
   SERVICE_LOG_DIR?: string;
   SERVICE_SHUTDOWN_TIMEOUT: string;
   SERVICE_LOAD_TIMEOUT: string;
+  SERVICE_WRITE_TIMEOUT: string;
   SERVICE_THREADS?: number;
   SERVICE_GPU: string;
+  SERVICE_MAX_PREDICT: number;
+  SERVICE_MODELS_CONFIG?: string;
+  SERVICE_TRUNCATE: string;
 }
 
 /** Reads and checks the configuration from `env` (never from `process.env` directly). */
-export function loadConfig(env: Record<string, string | undefined>): Readonly<Config> {
+export function loadConfig(given: Record<string, string | undefined>): Readonly<Config> {
+  const env = withAliases(given).env;
   // Empty strings mean "unset" (an env file line `SERVICE_THREADS=` must not be a type error).
   const data: Record<string, string> = {};
   for (const name of Object.keys(VARIABLES)) {
     const value = env[name];
     if (value !== undefined && value.trim() !== "") data[name] = value.trim();
   }
+  // SERVICE_GPU is also a boolean: `0`, `no`, `off` mean CPU only, `1`, `yes`, `on` mean auto.
+  if (data.SERVICE_GPU !== undefined && parseBoolean(data.SERVICE_GPU) !== undefined) data.SERVICE_GPU = parseBoolean(data.SERVICE_GPU) ? "auto" : "false";
   let raw: RawEnv;
   try {
-    raw = envSchema<RawEnv>({ schema, data, dotenv: false });
+    // env: false — only `env` (the argument) is read; env-schema would otherwise merge process.env
+    // back in, empty values included.
+    raw = envSchema<RawEnv>({ schema, data, env: false, dotenv: false });
   } catch (err) {
     throw fromSchemaError(err);
   }
   return Object.freeze({
     listen: parseListenAddress(raw.SERVICE_HOST, "SERVICE_HOST"),
-    models: raw.SERVICE_MODELS ?? defaultModelsDir(env),
+    models: raw.SERVICE_MODELS === undefined ? defaultModelsDir(env) : expandHome(raw.SERVICE_MODELS, env),
     keepAliveMs: durationOf("SERVICE_KEEP_ALIVE", raw.SERVICE_KEEP_ALIVE),
     numParallel: raw.SERVICE_NUM_PARALLEL,
     maxLoadedModels: raw.SERVICE_MAX_LOADED_MODELS,
@@ -140,11 +165,77 @@ export function loadConfig(env: Record<string, string | undefined>): Readonly<Co
     maxBodyBytes: sizeOf("SERVICE_MAX_BODY", raw.SERVICE_MAX_BODY),
     logLevel: raw.SERVICE_LOG_LEVEL,
     logDir: raw.SERVICE_LOG_DIR,
-    shutdownTimeoutMs: nonNegative("SERVICE_SHUTDOWN_TIMEOUT", durationOf("SERVICE_SHUTDOWN_TIMEOUT", raw.SERVICE_SHUTDOWN_TIMEOUT)),
-    loadTimeoutMs: positive("SERVICE_LOAD_TIMEOUT", durationOf("SERVICE_LOAD_TIMEOUT", raw.SERVICE_LOAD_TIMEOUT)),
-    threads: raw.SERVICE_THREADS ?? physicalCores(),
+    shutdownTimeoutMs: timerDuration("SERVICE_SHUTDOWN_TIMEOUT", nonNegative("SERVICE_SHUTDOWN_TIMEOUT", durationOf("SERVICE_SHUTDOWN_TIMEOUT", raw.SERVICE_SHUTDOWN_TIMEOUT))),
+    loadTimeoutMs: timerDuration("SERVICE_LOAD_TIMEOUT", positive("SERVICE_LOAD_TIMEOUT", durationOf("SERVICE_LOAD_TIMEOUT", raw.SERVICE_LOAD_TIMEOUT))),
+    writeTimeoutMs: timerDuration("SERVICE_WRITE_TIMEOUT", positive("SERVICE_WRITE_TIMEOUT", durationOf("SERVICE_WRITE_TIMEOUT", raw.SERVICE_WRITE_TIMEOUT))),
+    threads: raw.SERVICE_THREADS,
     gpu: raw.SERVICE_GPU === "false" ? false : (raw.SERVICE_GPU as GpuMode),
+    modelsConfig: raw.SERVICE_MODELS_CONFIG,
+    truncate: booleanOf("SERVICE_TRUNCATE", raw.SERVICE_TRUNCATE),
+    maxPredict: raw.SERVICE_MAX_PREDICT,
   });
+}
+
+// --- Ollama's variable names, booleans, `~` (issue 14) -------------------------------------------
+
+/**
+ * Ollama's variables, read when the variable of record is unset, so that an Ollama user's
+ * environment, scripts and systemd drop-ins keep working. A variable added later needs only a line
+ * here; `value` maps a value whose meaning differs (OLLAMA_DEBUG is a boolean, not a level).
+ */
+export const ALIASES: Readonly<Record<string, { variable: string; value?: (v: string) => string | undefined }>> = {
+  OLLAMA_HOST: { variable: "SERVICE_HOST" },
+  OLLAMA_MODELS: { variable: "SERVICE_MODELS" },
+  OLLAMA_KEEP_ALIVE: { variable: "SERVICE_KEEP_ALIVE" },
+  OLLAMA_NUM_PARALLEL: { variable: "SERVICE_NUM_PARALLEL" },
+  OLLAMA_MAX_LOADED_MODELS: { variable: "SERVICE_MAX_LOADED_MODELS" },
+  OLLAMA_MAX_QUEUE: { variable: "SERVICE_MAX_QUEUE" },
+  OLLAMA_CONTEXT_LENGTH: { variable: "SERVICE_CONTEXT_LENGTH" },
+  OLLAMA_ORIGINS: { variable: "SERVICE_ORIGINS" },
+  OLLAMA_LOAD_TIMEOUT: { variable: "SERVICE_LOAD_TIMEOUT" },
+  // Ollama reads OLLAMA_DEBUG=1 (or 2 for trace) as "more logging".
+  OLLAMA_DEBUG: { variable: "SERVICE_LOG_LEVEL", value: (v) => (v.trim() === "2" ? "trace" : parseBoolean(v) === true ? "debug" : undefined) },
+};
+
+/**
+ * The environment with each alias copied to its variable of record where that one is unset or
+ * empty; `used` lists the aliases that took effect (the start log line names them).
+ */
+export function withAliases(env: Record<string, string | undefined>): { env: Record<string, string | undefined>; used: string[] } {
+  const out = { ...env };
+  const used: string[] = [];
+  for (const [alias, { variable, value }] of Object.entries(ALIASES)) {
+    const given = env[alias];
+    if (given === undefined || given.trim() === "" || (env[variable] ?? "").trim() !== "") continue;
+    const mapped = value ? value(given) : given;
+    if (mapped === undefined) continue;
+    out[variable] = mapped;
+    used.push(alias);
+  }
+  return { env: out, used };
+}
+
+/** Booleans as systemd and Ollama read them: 1/0, true/false, yes/no, on/off, any case; else undefined. */
+export function parseBoolean(value: string): boolean | undefined {
+  const v = value.trim().toLowerCase();
+  if (["1", "true", "yes", "on", "y", "t"].includes(v)) return true;
+  if (["0", "false", "no", "off", "n", "f"].includes(v)) return false;
+  return undefined;
+}
+
+/** `~` and `~/...` mean the home directory, as a shell would (env files and quoted values skip the shell). */
+function expandHome(dir: string, env: Record<string, string | undefined>): string {
+  if (dir === "~") return env.HOME ?? os.homedir();
+  if (dir.startsWith("~/")) return path.join(env.HOME ?? os.homedir(), dir.slice(2));
+  return dir;
+}
+
+/** A boolean variable: 1/0, true/false, yes/no, on/off, any case. */
+function booleanOf(variable: string, value: string): boolean {
+  const v = value.toLowerCase();
+  if (["1", "true", "yes", "on"].includes(v)) return true;
+  if (["0", "false", "no", "off"].includes(v)) return false;
+  throw new ConfigError(variable, `'${value}' is not a boolean (1/0, true/false, yes/no, on/off)`);
 }
 
 /**
@@ -227,6 +318,12 @@ function positive(variable: string, ms: number): number {
   return ms;
 }
 
+/** A timeout a Node timer can hold: longer ones would fire at once instead of never. */
+function timerDuration(variable: string, ms: number): number {
+  if (ms > MAX_TIMER_MS) throw new ConfigError(variable, "must be at most 24 days (596h)");
+  return ms;
+}
+
 function defaultModelsDir(env: Record<string, string | undefined>): string {
   // systemd's StateDirectory= sets STATE_DIRECTORY; elsewhere the store lives in the user's home.
   const stateDir = env.STATE_DIRECTORY?.split(":")[0];
@@ -235,21 +332,6 @@ function defaultModelsDir(env: Record<string, string | undefined>): string {
 }
 
 /** Physical cores: unique (package, core) pairs in /proc/cpuinfo, else the logical count. */
-export function physicalCores(): number {
-  try {
-    const pairs = new Set<string>();
-    let physical = "0";
-    for (const line of readFileSync("/proc/cpuinfo", "utf8").split("\n")) {
-      const [key, val] = line.split(":").map((s) => s.trim());
-      if (key === "physical id") physical = val ?? "0";
-      if (key === "core id") pairs.add(`${physical}/${val}`);
-    }
-    if (pairs.size > 0) return pairs.size;
-  } catch {
-    // not Linux, or /proc hidden: fall through
-  }
-  return Math.max(1, os.availableParallelism());
-}
 
 function fromSchemaError(err: unknown): ConfigError {
   // env-schema's ajv messages look like "env/SERVICE_NUM_PARALLEL must be integer".

@@ -2,9 +2,11 @@
 /**
  * The `lmd` command: `lmd serve` runs the daemon; every other subcommand is a client (src/cli/).
  */
+import { accessSync, constants, existsSync } from "node:fs";
+import path from "node:path";
 import closeWithGrace from "close-with-grace";
 import { createApp } from "./app.js";
-import { ConfigError, loadConfig, type Config } from "./config.js";
+import { ConfigError, loadConfig, withAliases, type Config } from "./config.js";
 import { createLogger, flushLogger } from "./logger.js";
 import { VERSION } from "./version.js";
 
@@ -23,17 +25,86 @@ async function serve(): Promise<void> {
     throw err;
   }
   const log = createLogger({ level: config.logLevel, logDir: config.logDir });
-  const app = await createApp(config, { log });
+  const app = await createApp(config, { log }).catch((err: unknown) => {
+    if (!(err instanceof ConfigError)) return storeFailure(err, config);
+    process.stderr.write(`lmd: ${err.message}\n`); // SERVICE_MODELS_CONFIG read at start
+    process.exit(EX_CONFIG);
+  });
   // Unloading models after the drain can take a few seconds; give close-with-grace room for it.
-  closeWithGrace({ delay: config.shutdownTimeoutMs + 20_000, logger: { error: (m: string) => log.error(m) } }, async ({ signal, err }) => {
+  // With a policy file, SIGHUP re-reads it (systemctl reload lmd); without one it stops the
+  // daemon like SIGTERM (a closed terminal), as before.
+  const skip: "SIGHUP"[] = config.modelsConfig ? ["SIGHUP"] : [];
+  if (config.modelsConfig) process.on("SIGHUP", () => void app.reloadPolicy());
+  closeWithGrace({ delay: config.shutdownTimeoutMs + 20_000, skip, logger: { error: (m: string) => log.error(m) } }, async ({ signal, err }) => {
     if (err) log.error({ err }, "fatal error; shutting down");
     else log.info({ signal }, "shutting down");
     await app.close();
     log.info("all models unloaded; exiting");
     await flushLogger(log);
   });
-  const address = await app.listen();
-  log.info({ address: address.address, port: address.port, models: config.models, threads: config.threads, version: VERSION }, "lmd listening");
+  const address = await app.listen().catch((err: unknown) => listenFailure(err, config) ?? storeFailure(err, config));
+  log.info({ address: address.address, port: address.port, models: config.models, threads: config.threads ?? "auto", version: VERSION, ...ollamaAliases() }, "lmd listening");
+  void app.preload();
+}
+
+/** Node's error codes for file system failures that mean "this directory cannot be the store". */
+const STORE_ERRORS = new Set(["ENOTDIR", "EACCES", "EPERM", "EROFS", "ENOENT", "EEXIST", "ENOSPC", "ELOOP", "ENAMETOOLONG"]);
+
+/** An unusable SERVICE_MODELS: one line on stderr naming the variable and the path, exit 78. */
+function storeFailure(err: unknown, config: Readonly<Config>): never {
+  let code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (code === undefined || !STORE_ERRORS.has(code)) throw err;
+  // Node's recursive mkdir reports ENOENT on a read-only file system: ask the nearest existing directory why.
+  if (code === "ENOENT") code = whyNotWritable(config.models) ?? code;
+  const reason = `${DESCRIPTIONS[code] ?? code.toLowerCase()} (${code})`;
+  const where = (err as NodeJS.ErrnoException).path;
+  process.stderr.write(`lmd: cannot use the model store SERVICE_MODELS=${config.models}: ${reason}${where && where !== config.models ? ` at ${where}` : ""}\n`);
+  process.exit(EX_CONFIG);
+}
+
+function whyNotWritable(dir: string): string | undefined {
+  let at = path.resolve(dir);
+  while (!existsSync(at) && path.dirname(at) !== at) at = path.dirname(at);
+  try {
+    accessSync(at, constants.W_OK);
+    return undefined;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code;
+  }
+}
+
+const DESCRIPTIONS: Record<string, string> = {
+  ENOTDIR: "a part of the path is a file, not a directory",
+  EACCES: "permission denied",
+  EPERM: "operation not permitted",
+  EROFS: "read-only file system",
+  ENOENT: "no such file or directory",
+  EEXIST: "a file is in the way",
+  ENOSPC: "no space left on the device",
+  EADDRINUSE: "address already in use — is another server running? set SERVICE_HOST",
+  EADDRNOTAVAIL: "no interface has this address — set SERVICE_HOST",
+  EACCES_LISTEN: "permission denied (ports below 1024 need privileges) — set SERVICE_HOST",
+  ENOTFOUND: "unknown host name — set SERVICE_HOST",
+};
+
+/**
+ * A listen failure: one human line on stderr. A port in use exits 1, because it can pass (the other
+ * server stops, systemd's Restart= tries again); an address this host cannot bind exits 78.
+ */
+function listenFailure(err: unknown, config: Readonly<Config>): undefined {
+  const e = err as NodeJS.ErrnoException | undefined;
+  if (e?.syscall !== "listen" && e?.syscall !== "getaddrinfo" && e?.code !== "EADDRINUSE") return undefined;
+  const code = e.code ?? "";
+  const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
+  const reason = DESCRIPTIONS[code === "EACCES" ? "EACCES_LISTEN" : code] ?? `${e.message} — set SERVICE_HOST`;
+  process.stderr.write(`lmd: cannot listen on ${host}:${config.listen.port}: ${reason}\n`);
+  process.exit(code === "EADDRINUSE" ? 1 : EX_CONFIG);
+}
+
+/** Which of Ollama's variables were read (as aliases of SERVICE_* ones), for the start log line. */
+function ollamaAliases(): { aliases?: string[] } {
+  const used = withAliases(process.env).used;
+  return used.length > 0 ? { aliases: used } : {};
 }
 
 function usage(): string {
@@ -82,6 +153,11 @@ const COMMANDS: Record<string, () => Promise<{ run(argv: string[]): Promise<void
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   if (command === "serve") return serve();
+  // `lmd run demo hi | head -c 10`: a reader that goes away ends the command quietly, as any Unix tool.
+  process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code === "EPIPE") process.exit(0);
+    throw err;
+  });
   const load = command === undefined ? undefined : COMMANDS[command];
   if (load) return (await load()).run(rest);
   switch (command) {

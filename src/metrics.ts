@@ -7,7 +7,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { RequestInfo } from "./http/server.js";
-import type { ResolvedModel } from "./models/store.js";
+import type { ResolvedModel } from "./store/store.js";
 import type { JobStats } from "./runner/client.js";
 
 /** What the scheduler gauges are read from at scrape time. */
@@ -23,6 +23,7 @@ export class Metrics {
   private readonly duration: Histogram<"route">;
   private readonly promptTokens: Counter<"model">;
   private readonly generatedTokens: Counter<"model">;
+  private readonly truncatedTokens: Counter<"model">;
   private readonly ttft: Histogram<"model">;
   private readonly tokensPerSecond: Histogram<"model">;
 
@@ -47,6 +48,7 @@ export class Metrics {
     });
     this.promptTokens = new Counter({ name: "lmd_prompt_tokens_evaluated_total", help: "Prompt tokens evaluated (prompt-cache hits excluded)", labelNames: ["model"], registers });
     this.generatedTokens = new Counter({ name: "lmd_tokens_generated_total", help: "Tokens generated", labelNames: ["model"], registers });
+    this.truncatedTokens = new Counter({ name: "lmd_truncated_tokens_total", help: "Prompt tokens dropped to fit the context (truncated_tokens)", labelNames: ["model"], registers });
     this.ttft = new Histogram({
       name: "lmd_time_to_first_token_seconds",
       help: "From the start of a generation in the runner to its first token (prompt evaluation)",
@@ -75,6 +77,7 @@ export class Metrics {
     const labels = { model: model.display };
     this.promptTokens.inc(labels, stats.promptEvalCount);
     this.generatedTokens.inc(labels, stats.evalCount);
+    this.truncatedTokens.inc(labels, stats.truncatedTokens);
     if (stats.evalCount > 0) this.ttft.observe(labels, stats.promptEvalNs / 1e9);
     // evalNs runs from the first token to the last: evalCount − 1 decode steps.
     if (stats.evalCount > 1 && stats.evalNs > 0) this.tokensPerSecond.observe(labels, (stats.evalCount - 1) / (stats.evalNs / 1e9));

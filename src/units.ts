@@ -22,6 +22,20 @@ export function parseDuration(text: string | number): number | undefined {
   return m[1] === "-" ? -total : total;
 }
 
+/**
+ * Keep-alives longer than this are "forever" (Ollama's huge and negative durations mean the same):
+ * a Date or a timer cannot hold them (`9999999999999999h` made /api/ps fail for everyone).
+ */
+export const FOREVER_AFTER_MS = 100 * 365 * 24 * 3_600_000;
+
+/** A keep-alive in ms with every overflow mapped to -1 (forever). */
+export function keepAliveOrForever(ms: number): number {
+  return Number.isFinite(ms) && ms <= FOREVER_AFTER_MS ? ms : -1;
+}
+
+/** The longest delay a Node timer can hold (~24.8 days); longer ones fire at once. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 const SIZE_UNITS: Record<string, number> = {
   "": 1, b: 1,
   k: 1e3, kb: 1e3, m: 1e6, mb: 1e6, g: 1e9, gb: 1e9,

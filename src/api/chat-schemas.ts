@@ -58,6 +58,10 @@ export const chatSchema = {
     stream: { type: "boolean" },
     keep_alive: keepAlive,
     think: { type: ["boolean", "string"], enum: [true, false, "high", "medium", "low"] },
+    _debug_render_only: { type: "boolean" },
+    truncate: { type: "boolean" },
+    logprobs: { type: "boolean" },
+    top_logprobs: { type: "integer", minimum: 0, maximum: 20 },
   },
 } as const;
 
@@ -104,6 +108,8 @@ export const openaiChatSchema = {
   properties: {
     ...sampling,
     max_completion_tokens: nullable({ type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
+    logprobs: { type: ["boolean", "null"] },
+    top_logprobs: nullable({ type: "integer", minimum: 0, maximum: 20 }),
     messages: {
       type: "array",
       minItems: 1,
@@ -115,6 +121,7 @@ export const openaiChatSchema = {
           content: openaiContent,
           name: str,
           tool_call_id: str,
+          reasoning: { type: ["string", "null"] },
           tool_calls: {
             type: ["array", "null"],
             items: { type: "object", required: ["function"], properties: { id: str, function: { type: "object", required: ["name"], properties: { name: str, arguments: str } } } },
@@ -137,13 +144,15 @@ export const openaiChatSchema = {
         json_schema: { type: "object", properties: { name: str, schema: { type: "object" }, strict: { type: ["boolean", "null"] } } },
       },
     },
+    reasoning_effort: { type: ["string", "null"] },
+    reasoning: { type: ["object", "null"], properties: { effort: { type: ["string", "null"] } } },
   },
 } as const;
 
 export const openaiCompletionSchema = {
   type: "object",
   required: ["model", "prompt"],
-  properties: { ...sampling, prompt: { type: ["string", "array"], items: str, maxItems: 1 }, suffix: { type: ["string", "null"] }, echo: { type: ["boolean", "null"] } },
+  properties: { ...sampling, prompt: { type: ["string", "array"], items: str, maxItems: 1 }, suffix: { type: ["string", "null"] }, echo: { type: ["boolean", "null"] }, logprobs: nullable({ type: "integer", minimum: 0, maximum: 20 }) },
 } as const;
 
 export const openaiEmbeddingSchema = {

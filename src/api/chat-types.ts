@@ -2,7 +2,7 @@
  * Wire types of chat and embeddings: Ollama's `/api/chat`, `/api/embed`, `/api/embeddings`, and the
  * OpenAI-compatible `/v1` bodies lmd accepts and answers. A leaf, like types.ts.
  */
-import type { FinalStats, Format, ModelOptions } from "./types.js";
+import type { FinalStats, Format, Logprob, ModelOptions } from "./types.js";
 
 /** A tool call as Ollama writes it: the arguments are an object, not a JSON string. */
 export interface ChatToolCall {
@@ -36,6 +36,14 @@ export interface ChatRequest {
   keep_alive?: string | number;
   /** Thinking models: show thoughts apart (true) or suppress them (false). Levels count as true. */
   think?: boolean | "high" | "medium" | "low";
+  /** lmd: a history over the context drops its oldest turns (true, SERVICE_TRUNCATE's default) or is a 400 (false). */
+  truncate?: boolean;
+  /** Ollama's debug option: answer the rendered prompt instead of running the model. */
+  _debug_render_only?: boolean;
+  /** Report each content token's log probability (Ollama's fields). */
+  logprobs?: boolean;
+  /** With `logprobs`: the most likely alternatives per token, 0–20. */
+  top_logprobs?: number;
 }
 
 export interface ChatResponseMessage {
@@ -50,6 +58,7 @@ export interface ChatChunk {
   created_at: string;
   message: ChatResponseMessage;
   done: false;
+  logprobs?: Logprob[];
 }
 
 export interface ChatFinal extends Partial<FinalStats> {
@@ -58,6 +67,7 @@ export interface ChatFinal extends Partial<FinalStats> {
   message: ChatResponseMessage;
   done: true;
   done_reason: "stop" | "length" | "load" | "unload";
+  logprobs?: Logprob[];
 }
 
 export interface EmbedRequest {
@@ -113,6 +123,8 @@ export interface OpenAIMessage {
   name?: string;
   tool_calls?: OpenAIToolCall[];
   tool_call_id?: string;
+  /** Assistant messages: the thoughts that came with the answer (Ollama's field). */
+  reasoning?: string | null;
 }
 
 export type OpenAIToolChoice = "none" | "auto" | "required" | { type: "function"; function: { name: string } };
@@ -134,15 +146,22 @@ export interface OpenAISampling {
 export interface OpenAIChatRequest extends OpenAISampling {
   messages: OpenAIMessage[];
   max_completion_tokens?: number | null;
+  logprobs?: boolean | null;
+  top_logprobs?: number | null;
   tools?: ChatTool[];
   tool_choice?: OpenAIToolChoice;
   response_format?: { type: "text" | "json_object" | "json_schema"; json_schema?: { name?: string; schema?: Record<string, unknown>; strict?: boolean } };
+  /** Thinking models: "none" turns thoughts off; "minimal".."high" (and beyond) set the level. */
+  reasoning_effort?: string | null;
+  reasoning?: { effort?: string | null } | null;
 }
 
 export interface OpenAICompletionRequest extends OpenAISampling {
   prompt: string | string[];
   suffix?: string | null;
   echo?: boolean | null;
+  /** Log probabilities with this many alternatives per token (OpenAI allows 0–5; lmd 0–20). */
+  logprobs?: number | null;
 }
 
 export interface OpenAIEmbeddingRequest {
@@ -156,6 +175,8 @@ export interface OpenAIUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** lmd: prompt tokens dropped to fit the context (0 when none). */
+  truncated_tokens: number;
 }
 
 export interface OpenAIModel {

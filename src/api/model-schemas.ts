@@ -43,6 +43,7 @@ export const createSchema: SchemaObject = {
     template: { type: "string" },
     system: { type: "string" },
     parameters: { type: "object" },
+    draft: { type: "string", minLength: 1 },
     messages: {
       type: "array",
       maxItems: 1024,

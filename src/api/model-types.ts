@@ -37,7 +37,7 @@ export interface ShowRequest {
   template?: string;
 }
 
-export type Capability = "completion" | "tools" | "insert" | "embedding" | "vision";
+export type Capability = "completion" | "tools" | "insert" | "embedding" | "vision" | "reranking" | "thinking";
 
 export interface ShowResponse {
   modelfile: string;
@@ -90,6 +90,8 @@ export interface CreateRequest {
   template?: string;
   system?: string;
   parameters?: Record<string, unknown>;
+  /** lmd: a draft model (by name) for speculative decoding; stored as the parameter `draft`. */
+  draft?: string;
   messages?: CreateMessage[];
   license?: string | string[];
   stream?: boolean;
@@ -115,6 +117,21 @@ export interface RunningModel {
   expires_at: string;
   size_vram: number;
   context_length: number;
+  /** lmd: parallel slots of this load, requests waiting for one, and the policy file's entry (if any). */
+  num_parallel: number;
+  queued: number;
+  policy?: ModelPolicyView;
+}
+
+/** A model's entry in SERVICE_MODELS_CONFIG, as `/api/ps` shows it. */
+export interface ModelPolicyView {
+  num_parallel?: number;
+  num_ctx?: number;
+  /** Nanoseconds as Ollama writes durations; negative = forever. */
+  keep_alive?: number;
+  pinned: boolean;
+  preload: boolean;
+  options: Record<string, unknown>;
 }
 
 export interface PsResponse {

@@ -42,6 +42,10 @@ export const optionsSchema = {
     main_gpu: int(0),
     use_mmap: { type: "boolean" },
     num_thread: int(0),
+    // lmd: speculative decoding (docs/models.md): prompt lookup for this load, off for one request.
+    prompt_lookup: { type: "boolean" },
+    speculative: { type: "boolean" },
+    draft_p_min: num(0, 1),
   },
 } as const;
 
@@ -60,9 +64,14 @@ export const generateSchema = {
     context: { type: "array", items: int(0, 2 ** 31 - 1) },
     stream: { type: "boolean" },
     raw: { type: "boolean" },
+    logprobs: { type: "boolean" },
+    top_logprobs: int(0, 20),
     format,
     keep_alive: keepAlive,
     options: optionsSchema,
     images: { type: ["array", "null"], items: { type: "string" } },
+    think: { type: ["boolean", "string"], enum: [true, false, "high", "medium", "low"] },
+    _debug_render_only: { type: "boolean" },
+    truncate: { type: "boolean" },
   },
 } as const;

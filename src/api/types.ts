@@ -25,6 +25,11 @@ export interface ModelOptions {
   main_gpu?: number;
   use_mmap?: boolean;
   num_thread?: number;
+  /** lmd: speculative decoding by prompt lookup for this load; `speculative: false` turns any speculation off for one request. */
+  prompt_lookup?: boolean;
+  speculative?: boolean;
+  /** lmd: draft tokens below this probability end a draft (llama-server's --draft-p-min; default 0.6). */
+  draft_p_min?: number;
   [other: string]: unknown;
 }
 
@@ -43,6 +48,35 @@ export interface GenerateRequest {
   keep_alive?: string | number;
   options?: ModelOptions;
   images?: string[];
+  /** Thinking models: show thoughts apart (true, or a level) or suppress them (false). */
+  think?: boolean | "high" | "medium" | "low";
+  /** lmd: a prompt over the context drops its front (true, SERVICE_TRUNCATE's default) or is a 400 (false). */
+  truncate?: boolean;
+  /** Ollama's debug option: answer the rendered prompt instead of running the model. */
+  _debug_render_only?: boolean;
+  /** Report each generated token's log probability (Ollama's fields). */
+  logprobs?: boolean;
+  /** With `logprobs`: the most likely alternatives per token, 0–20. */
+  top_logprobs?: number;
+}
+
+/** The answer to `_debug_render_only` (Ollama's DebugInfo). */
+export interface DebugRenderAnswer {
+  model: string;
+  created_at: string;
+  _debug_info: { rendered_template: string; image_count?: number };
+}
+
+/** A token's log probability as Ollama reports it (`bytes`: its UTF-8 bytes). */
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+}
+
+/** A generated token's log probability, with the alternatives when `top_logprobs` was asked for. */
+export interface Logprob extends TokenLogprob {
+  top_logprobs?: TokenLogprob[];
 }
 
 /** Timing and count fields of a final response (durations in nanoseconds). */
@@ -53,13 +87,20 @@ export interface FinalStats {
   prompt_eval_duration: number;
   eval_count: number;
   eval_duration: number;
+  /** lmd, with speculative decoding: draft tokens the model checked, and those it accepted. */
+  draft_count?: number;
+  draft_accepted_count?: number;
+  /** lmd: prompt tokens dropped to fit the context (0 when none), always present. */
+  truncated_tokens: number;
 }
 
 export interface GenerateChunk {
   model: string;
   created_at: string;
   response: string;
+  thinking?: string;
   done: false;
+  logprobs?: Logprob[];
 }
 
 export type DoneReason = "stop" | "length" | "load" | "unload";
@@ -71,6 +112,8 @@ export interface GenerateFinal extends Partial<FinalStats> {
   done: true;
   done_reason: DoneReason;
   context?: number[];
+  thinking?: string;
+  logprobs?: Logprob[];
 }
 
 export interface VersionResponse {

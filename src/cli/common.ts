@@ -4,6 +4,7 @@
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { Client, ClientError, clientFromEnv } from "../api/client.js";
+import { withAliases } from "../config.js";
 
 /** Exit statuses of the client commands (docs/cli.md). */
 export const EXIT = { ok: 0, error: 1, usage: 2, interrupted: 130 } as const;
@@ -61,7 +62,8 @@ export function parse(argv: string[], spec: CommandSpec): Parsed {
 
 /** The client for the daemon named by SERVICE_HOST (the CLI's only way to the daemon). */
 export function makeClient(options: ConstructorParameters<typeof Client>[0] = {}): Client {
-  return clientFromEnv(process.env, options);
+  // OLLAMA_HOST works as an alias of SERVICE_HOST for the CLI too.
+  return clientFromEnv(withAliases(process.env).env, options);
 }
 
 /**

@@ -11,7 +11,7 @@ import path from "node:path";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { Client } from "../api/client.js";
-import { parseModelfile } from "../models/modelfile.js";
+import { parseModelfile } from "../modelfile/modelfile.js";
 import { makeClient, runCommand, type CommandSpec } from "./common.js";
 import { ProgressView } from "./progress.js";
 import type { ProgressLine } from "./wire.js";

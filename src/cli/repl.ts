@@ -9,7 +9,7 @@
  */
 import readline from "node:readline";
 import { ClientError } from "../api/client.js";
-import { typedParameter } from "../models/modelfile.js";
+import { typedParameter } from "../modelfile/modelfile.js";
 import type { ShowResponse } from "./wire.js";
 import { describe } from "./show.js";
 import { formatStats, type Session } from "./session.js";

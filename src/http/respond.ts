@@ -45,9 +45,19 @@ export function clientGone(req: IncomingMessage, res: ServerResponse): AbortSign
   return ac.signal;
 }
 
+/**
+ * Bounds on a stream whose client stops reading (issue 13 item 8). Generators do not wait for the
+ * socket, so without them a client that never reads would hold its slot for as long as the model
+ * generates and make the daemon buffer every token. `stallMs` is SERVICE_WRITE_TIMEOUT (set once by
+ * the app); `maxBufferedBytes` caps what waits in memory above the kernel's socket buffers.
+ */
+export const streamLimits = { stallMs: 30_000, maxBufferedBytes: 1024 * 1024 };
+
 /** Common part of the NDJSON and SSE streams: lazy 200 header, backpressure, end once. */
 abstract class EventStream {
   private open = false;
+  /** Armed while output waits for a client that takes nothing; fires = the client is dropped. */
+  private stall: NodeJS.Timeout | undefined;
   /** The one pending wait for 'drain': writers that arrive while the socket is full share it. */
   private drained: Promise<void> | undefined;
 
@@ -86,10 +96,34 @@ abstract class EventStream {
     if (this.closed) return Promise.resolve();
     this.start();
     if (this.res.write(text)) return Promise.resolve();
+    // Destroying the response aborts the request's signal (clientGone): the runner job is
+    // cancelled and the slot freed, exactly as when the client disconnects.
+    if (this.res.writableLength > streamLimits.maxBufferedBytes) {
+      this.res.destroy();
+      return Promise.resolve();
+    }
+    this.armStall();
     this.drained ??= waitForDrain(this.res).then(() => {
       this.drained = undefined;
     });
     return this.drained;
+  }
+
+  /** Starts the write-stall timer once per stall; the socket draining (or closing) disarms it. */
+  private armStall(): void {
+    if (this.stall) return;
+    const res = this.res;
+    const disarm = (): void => {
+      clearTimeout(this.stall);
+      this.stall = undefined;
+      res.off("drain", disarm).off("finish", disarm).off("close", disarm);
+    };
+    this.stall = setTimeout(() => {
+      disarm();
+      if (!res.destroyed) res.destroy();
+    }, streamLimits.stallMs);
+    this.stall.unref();
+    res.once("drain", disarm).once("finish", disarm).once("close", disarm);
   }
 
   private start(): void {
@@ -129,6 +163,25 @@ export class SseStream extends EventStream {
   }
 }
 
+/** Responses streamed by {@link NamedSseStream}: their error event is named too. */
+const namedStreams = new WeakSet<ServerResponse>();
+
+/**
+ * SSE with named events (`event: <type>` before each `data:`), as Anthropic's Messages stream and
+ * OpenAI's Responses stream send them: the event name is the object's `type`. The Anthropic SDK
+ * skips unnamed events, so an error during such a stream is sent as `event: error`.
+ */
+export class NamedSseStream extends SseStream {
+  constructor(res: ServerResponse) {
+    super(res);
+    namedStreams.add(res);
+  }
+
+  protected override frame(obj: unknown): string {
+    return `event: ${String((obj as { type?: unknown }).type)}\n${super.frame(obj)}`;
+  }
+}
+
 /** Waits for 'drain', or for 'close' (a client that is gone never drains). */
 function waitForDrain(res: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
@@ -148,5 +201,6 @@ export function endStreamWithError(res: ServerResponse, message: string): void {
   if (res.writableEnded || res.destroyed) return;
   const type = String(res.getHeader("content-type") ?? "");
   const body = JSON.stringify({ error: message });
+  if (namedStreams.has(res)) return void res.end(`event: error\ndata: ${body}\n\n`);
   res.end(type.startsWith(SSE_TYPE) ? `data: ${body}\n\n` : `${body}\n`);
 }

@@ -9,6 +9,7 @@ import { HttpError, ShuttingDownError, toErrorResponse } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { Guards } from "./guards.js";
 import { BODY_IDLE_TIMEOUT_MS } from "./body.js";
+import { lingerOnClose } from "./linger.js";
 import { clientGone, endStreamWithError, sendJson } from "./respond.js";
 import type { RequestContext, Router } from "./router.js";
 
@@ -144,10 +145,11 @@ function respondWithError(ctx: RequestContext, err: unknown, draining: boolean):
   else log.debug({ status, error: err instanceof HttpError ? err.message : String(err) }, "request refused");
   if (res.destroyed) return;
   if (res.headersSent) return endStreamWithError(res, body.error);
-  // A body the handler did not read to its end is read and discarded by Node after the answer, so a
-  // client still sending (a blob upload that met a full disk) receives the status instead of a reset.
-  // Only a body over the size limit (it may be huge) closes the connection instead.
-  const close = draining || (!req.complete && status === 413) ? { connection: "close" } : {};
+  // A refusal before the body was read to its end closes the connection (a client dripping a body
+  // must not hold it), lingering so that a client still sending reads the answer, not a reset.
+  const unread = !req.complete;
+  if (unread) lingerOnClose(req, ctx.maxBodyBytes);
+  const close = draining || unread ? { connection: "close" } : {};
   sendJson(res, status, body, { ...headers, ...close });
 }
 

@@ -7,7 +7,7 @@
 import { NotFoundError } from "../errors.js";
 import { sendEmpty } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
-import { digestHex } from "../models/store.js";
+import { digestHex } from "../store/store.js";
 import type { Services } from "./services.js";
 
 export function blobRoutes(router: Router, services: Services): void {

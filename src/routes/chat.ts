@@ -1,21 +1,24 @@
 /**
  * `POST /api/chat` (CONTRACT §4): parse → validate → schedule → respond.
  *
- * The messages are rendered with the model's own chat template (in the runner); `tools` let the
+ * The messages are rendered with the model's Go template when it has one (Modelfile TEMPLATE, as
+ * Ollama does), else with the GGUF's own chat template (in the runner); `tools` let the
  * model answer with `message.tool_calls`, whose results come back as `tool` messages; `format`
  * constrains the answer by grammar. Streams NDJSON unless `stream:false`. Empty `messages` is the
  * load form, and with `keep_alive: 0` the unload form.
  */
 import type { ChatFinal, ChatMessage, ChatRequest, ChatResponseMessage, ChatToolCall, ChatTool } from "../api/chat-types.js";
 import { chatSchema } from "../api/chat-schemas.js";
+import type { DebugRenderAnswer } from "../api/types.js";
 import { BadRequestError } from "../errors.js";
 import { readJson } from "../http/body.js";
 import { NdjsonStream, sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
-import type { ChatTurn, ToolCallSpec, ToolSpec } from "../runner/protocol.js";
-import { finalStats, loadOrUnload, resolveTarget, runChat } from "./completion.js";
+import type { ChatTurn, TokenLogprob, ToolCallSpec, ToolSpec } from "../runner/protocol.js";
+import { finalStats, loadOrUnload, renderChat, resolveTarget, runChat } from "./completion.js";
 import { parseFormat, parseKeepAlive } from "./generate.js";
+import { ollamaLogprobs, toOllama } from "./logprobs.js";
 import type { Services } from "./services.js";
 
 const validate = compileValidator<ChatRequest>(chatSchema);
@@ -40,15 +43,34 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
   if (messages.some((m) => m.images?.length)) throw new BadRequestError(`model '${body.model}' does not support images`);
   const turns = messages.map(toTurn);
   const tools = toToolSpecs(body.tools);
-  const think = body.think === undefined ? undefined : body.think !== false;
+  const think = body.think;
+  if (body._debug_render_only) {
+    const rendered = await renderChat(services, ctx, target, { turns, tools, grammar, think });
+    return sendJson(ctx.res, 200, { ...stamp(), _debug_info: { rendered_template: rendered } } satisfies DebugRenderAnswer);
+  }
 
   const stream = body.stream !== false ? new NdjsonStream(ctx.res) : undefined;
   const chunk = (message: ChatResponseMessage) => void stream?.write({ ...stamp(), message, done: false });
   let content = "";
   let thinking = "";
-  const { result, loadNs } = await runChat(services, ctx, target, { turns, tools, grammar, think }, {
-    onChunk: (text) => (stream ? chunk({ role: "assistant", content: text }) : (content += text)),
+  const logprobs = ollamaLogprobs(body);
+  let streamed = 0; // tool calls already sent (their indexes go on from there)
+  // Go-template models: a call goes out in its own chunk as soon as it is parsed, as Ollama streams it.
+  const onToolCalls = (calls: ToolCallSpec[]) => {
+    chunk({ role: "assistant", content: "", tool_calls: toOllamaCalls(calls, streamed) });
+    streamed += calls.length;
+  };
+  const allLogprobs: TokenLogprob[] = [];
+  const { result, loadNs } = await runChat(services, ctx, target, { turns, tools, grammar, think, logprobs, truncate: body.truncate }, {
+    onChunk: (text, lps) => {
+      if (stream) void stream.write({ ...stamp(), message: { role: "assistant", content: text }, done: false, ...(lps ? { logprobs: toOllama(lps) } : {}) });
+      else {
+        content += text;
+        if (lps) allLogprobs.push(...lps);
+      }
+    },
     onThinking: (text) => (stream ? chunk({ role: "assistant", content: "", thinking: text }) : (thinking += text)),
+    ...(stream ? { onToolCalls } : {}),
   });
   const { stats } = result;
   if (stats.doneReason === "cancelled") return; // the client is gone
@@ -58,7 +80,7 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
   const message: ChatResponseMessage = { role: "assistant", content: stream ? "" : content };
   if (!stream && thinking) message.thinking = thinking;
   if (!stream && toolCalls.length > 0) message.tool_calls = toolCalls;
-  const final: ChatFinal = { ...stamp(), message, done: true, done_reason: stats.doneReason, ...finalStats(started, loadNs, stats) };
+  const final: ChatFinal = { ...stamp(), message, done: true, done_reason: stats.doneReason, ...finalStats(started, loadNs, stats), ...(!stream && logprobs !== undefined ? { logprobs: toOllama(allLogprobs) } : {}) };
   if (stream) stream.end(final);
   else sendJson(ctx.res, 200, final);
 }
@@ -66,7 +88,7 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
 /** An Ollama message → a runner turn; tool-call arguments may come as an object or a JSON string. */
 export function toTurn(m: ChatMessage, index: number): ChatTurn {
   const toolCalls = m.tool_calls?.map((c, j) => ({ name: c.function.name, arguments: toArguments(c.function.arguments, `messages[${index}].tool_calls[${j}].function.arguments`) }));
-  return { role: m.role, content: m.content ?? "", ...(toolCalls?.length ? { toolCalls } : {}), ...(m.tool_name ? { toolName: m.tool_name } : {}) };
+  return { role: m.role, content: m.content ?? "", ...(toolCalls?.length ? { toolCalls } : {}), ...(m.tool_name ? { toolName: m.tool_name } : {}), ...(m.thinking ? { thinking: m.thinking } : {}) };
 }
 
 /** Tool-call arguments as an object: objects pass, JSON strings of objects are parsed, anything else is a 400. */
@@ -95,6 +117,6 @@ export function toToolSpecs(tools: ChatTool[] | null | undefined): ToolSpec[] | 
   });
 }
 
-function toOllamaCalls(calls: ToolCallSpec[]): ChatToolCall[] {
-  return calls.map((c, index) => ({ function: { index, name: c.name, arguments: c.arguments } }));
+function toOllamaCalls(calls: ToolCallSpec[], first = 0): ChatToolCall[] {
+  return calls.map((c, i) => ({ function: { index: first + i, name: c.name, arguments: c.arguments } }));
 }

@@ -5,12 +5,16 @@
  */
 import type { Logger } from "pino";
 import type { FinalStats, ModelOptions } from "../api/types.js";
-import { BadRequestError } from "../errors.js";
+import { BadRequestError, HttpError, ModelLoadError, ModelNotFoundError } from "../errors.js";
 import type { RequestContext } from "../http/router.js";
-import type { ResolvedModel } from "../models/store.js";
+import type { ResolvedModel } from "../store/store.js";
 import type { ChatResult, ChatTurn, EmbedResult, GenerateStats, GrammarSpec, ToolChoice, ToolSpec } from "../runner/protocol.js";
 import type { Lease } from "../scheduler/scheduler.js";
-import { resolveOptions, type ResolvedOptions } from "./options.js";
+import type { ThinkValue } from "../template/prompt.js";
+import type { OnChunk } from "../runner/client.js";
+import { capPredict, resolveOptions, type ResolvedOptions } from "./options.js";
+import { goTemplate } from "./prompt.js";
+import { type ChatCallbacks, effectiveThink, NeedsRunner, noRunner, renderTemplateChat, runTemplateChat, runtimeOf } from "./template-chat.js";
 import type { Services } from "./services.js";
 
 /** A request resolved against the store: the model, its merged options, the keep-alive. */
@@ -20,18 +24,37 @@ export interface Target {
   model: ResolvedModel;
   opts: ResolvedOptions;
   keepAliveMs: number | undefined;
+  /** The draft model's file when the model names one (Modelfile DRAFT): speculative decoding. */
+  draftPath?: string | undefined;
 }
 
 /** Resolves the model (404 when missing) and merges its parameters with the request's options. */
 export async function resolveTarget(services: Services, name: string, options: ModelOptions | undefined, keepAliveMs: number | undefined, log: Logger): Promise<Target> {
   const model = await services.store.resolve(name);
-  return { name, model, opts: resolveOptions(model.params, options, log), keepAliveMs };
+  // The policy file's default options sit between the model's PARAMETERs and the request's options.
+  const params = { ...model.params, ...services.scheduler.policyFor(model.key)?.options };
+  const resolved = resolveOptions(params, options, log);
+  const opts = capPredict(resolved, services.config.maxPredict, resolved.numCtx ?? numberParam(params.num_ctx) ?? services.config.contextLength);
+  return { name, model, opts, keepAliveMs, draftPath: await draftPathOf(services, model) };
+}
+
+/** The file of the model's draft (`DRAFT` in its Modelfile, `draft` in its parameters); a missing one is a load error. */
+async function draftPathOf(services: Services, model: ResolvedModel): Promise<string | undefined> {
+  const draft = model.params.draft;
+  if (typeof draft !== "string" || draft === "") return undefined;
+  try {
+    return (await services.store.resolve(draft)).modelPath;
+  } catch (err) {
+    if (err instanceof ModelNotFoundError) throw new ModelLoadError(model.display, `draft model '${draft}' not found`);
+    throw err;
+  }
 }
 
 /** Holds a slot of the target's model (loading it first if needed) while `run` works. */
 export async function withLease<T>(services: Services, ctx: RequestContext, target: Target, run: (lease: Lease) => Promise<T>): Promise<T> {
   const { opts } = target;
-  const lease = await services.scheduler.acquire(target.model, { keepAliveMs: target.keepAliveMs, numCtx: opts.numCtx, numGpu: opts.numGpu, signal: ctx.signal });
+  const speculation = { draftPath: target.draftPath, lookup: opts.promptLookup, ...(target.draftPath && opts.draftPMin !== undefined ? { minConfidence: opts.draftPMin } : {}) };
+  const lease = await services.scheduler.acquire(target.model, { keepAliveMs: target.keepAliveMs, numCtx: opts.numCtx, numGpu: opts.numGpu, speculation, signal: ctx.signal });
   try {
     return await run(lease);
   } finally {
@@ -42,6 +65,8 @@ export async function withLease<T>(services: Services, ctx: RequestContext, targ
 /** The load form (empty input): loads the model, or with `keep_alive: 0` unloads it. */
 export async function loadOrUnload(services: Services, ctx: RequestContext, target: Target): Promise<"load" | "unload"> {
   if (target.keepAliveMs === 0) {
+    // A pinned model stays loaded whatever a client asks; saying so beats ignoring the request.
+    if (services.scheduler.policyFor(target.model.key)?.pinned) throw new HttpError(409, `model '${target.name}' is pinned by the policy file (SERVICE_MODELS_CONFIG)`);
     await services.scheduler.unload(target.model.key);
     return "unload";
   }
@@ -58,6 +83,9 @@ export function finalStats(started: bigint, loadNs: number, stats: GenerateStats
     prompt_eval_duration: stats.promptEvalNs,
     eval_count: stats.evalCount,
     eval_duration: stats.evalNs,
+    truncated_tokens: stats.truncatedTokens,
+    // lmd: what speculative decoding did (llama-server reports draft_n / draft_n_accepted likewise).
+    ...(stats.draft ? { draft_count: stats.draft.proposed, draft_accepted_count: stats.draft.accepted } : {}),
   };
 }
 
@@ -66,7 +94,12 @@ export interface ChatCall {
   tools?: ToolSpec[] | undefined;
   toolChoice?: ToolChoice | undefined;
   grammar?: GrammarSpec | undefined;
-  think?: boolean | undefined;
+  /** true/false or a level ("low", "medium", "high"); undefined: the model's default. */
+  think?: ThinkValue;
+  /** Logprobs of the content tokens with this many alternatives (0–20); undefined = off. */
+  logprobs?: number | undefined;
+  /** false: a prompt over the context is a 400 instead of losing its oldest turns. */
+  truncate?: boolean | undefined;
 }
 
 export interface ChatOutput {
@@ -75,27 +108,81 @@ export interface ChatOutput {
 }
 
 /**
- * Runs a chat on the target's model. The model's SYSTEM prompt comes first unless the messages
- * bring their own. `think: true` on a template without thoughts is a 400.
+ * Runs a chat on the target's model: through its Go template when it has one (rendered here, as
+ * Ollama does), else through the GGUF's chat template in the runner. The model's SYSTEM prompt
+ * comes first unless the messages bring their own. `think` on a model without thoughts is a 400.
  */
-export function runChat(services: Services, ctx: RequestContext, target: Target, call: ChatCall, on: { onChunk: (text: string) => void; onThinking?: (text: string) => void }): Promise<ChatOutput> {
+export function runChat(services: Services, ctx: RequestContext, target: Target, call: ChatCall, on: ChatCallbacks): Promise<ChatOutput> {
   const { opts, model } = target;
-  const turns = model.system && !call.turns.some((t) => t.role === "system") ? [{ role: "system" as const, content: model.system }, ...call.turns] : call.turns;
+  const t = model.template ? goTemplate(model.template) : undefined;
   return withLease(services, ctx, target, async (lease) => {
-    if (call.think === true && !lease.runner.info.thinking) throw new BadRequestError(`"${target.name}" does not support thinking`);
+    if (t) {
+      const tc = { name: target.name, system: model.system, opts, ...call, truncate: call.truncate ?? services.config.truncate };
+      if (opts.maxTokens === 0) {
+        effectiveThink(t, target.name, call.think); // the 400 comes first, as in a real run
+        return { loadNs: lease.loadNs, result: { toolCalls: [], stats: emptyStats("length") } };
+      }
+      return { loadNs: lease.loadNs, result: await runTemplateChat(lease, t, tc, on, ctx.signal) };
+    }
+    const think = call.think === undefined ? undefined : call.think !== false;
+    if (think === true && !lease.runner.info.thinking) throw new BadRequestError(`"${target.name}" does not support thinking`);
     if (opts.maxTokens === 0) return { loadNs: lease.loadNs, result: { toolCalls: [], stats: emptyStats("length") } };
-    const job = { turns, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar: call.grammar, tools: call.tools, toolChoice: call.toolChoice, think: call.think };
+    const job = { turns: withSystem(model.system, call.turns), sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar: call.grammar, tools: call.tools, toolChoice: call.toolChoice, think, logprobs: call.logprobs, truncate: call.truncate ?? services.config.truncate };
     const result = await lease.runner.chat(job, on, ctx.signal);
-    return { result, loadNs: lease.loadNs };
+    return { loadNs: lease.loadNs, result };
+  });
+}
+
+/** The prompt a chat would evaluate, without running the model (`_debug_render_only`). */
+export async function renderChat(services: Services, ctx: RequestContext, target: Target, call: ChatCall): Promise<string> {
+  const { model } = target;
+  const t = model.template ? goTemplate(model.template) : undefined;
+  const tc = { name: target.name, system: model.system, opts: target.opts, ...call };
+  if (t) {
+    // A Go template renders here; the model is loaded only if its tokenizer must cut the history.
+    const numCtx = target.opts.numCtx ?? numberParam(model.params.num_ctx) ?? services.config.contextLength;
+    const quick = await renderTemplateChat(noRunner(numCtx), t, tc).catch((err: unknown) => {
+      if (err instanceof NeedsRunner) return undefined;
+      throw err;
+    });
+    if (quick) return quick.prompt;
+  }
+  return withLease(services, ctx, target, async (lease) => {
+    if (t) return (await renderTemplateChat(runtimeOf(lease), t, tc)).prompt;
+    return lease.runner.render({ turns: withSystem(model.system, call.turns), tools: call.toolChoice === "none" ? undefined : call.tools }, ctx.signal);
+  });
+}
+
+function withSystem(system: string | undefined, turns: ChatTurn[]): ChatTurn[] {
+  return system && !turns.some((t) => t.role === "system") ? [{ role: "system", content: system }, ...turns] : turns;
+}
+
+function numberParam(v: unknown): number | undefined {
+  return typeof v === "number" ? v : undefined;
+}
+
+/** Tokens of the prompt a chat call renders to (system, tools and turns), evaluating nothing. */
+export function countChatTokens(services: Services, ctx: RequestContext, target: Target, call: ChatCall): Promise<number> {
+  const { opts, model } = target;
+  const t = model.template ? goTemplate(model.template) : undefined;
+  return withLease(services, ctx, target, async (lease) => {
+    if (t) {
+      const { prompt } = await renderTemplateChat(runtimeOf(lease), t, { name: target.name, system: model.system, opts, ...call });
+      return (await lease.runner.tokenize(prompt, ctx.signal)).length;
+    }
+    const think = call.think === undefined ? undefined : call.think !== false;
+    const job = { turns: withSystem(model.system, call.turns), sampling: opts.sampling, stop: [], tools: call.tools, toolChoice: call.toolChoice, think, countOnly: true };
+    const result = await lease.runner.chat(job, { onChunk: () => undefined }, ctx.signal);
+    return result.stats.promptTokens;
   });
 }
 
 /** Raw text completion (for `/v1/completions`): the prompt is evaluated as given, no template. */
-export function runCompletion(services: Services, ctx: RequestContext, target: Target, prompt: string, grammar: GrammarSpec | undefined, onChunk: (text: string) => void): Promise<{ stats: GenerateStats; loadNs: number }> {
+export function runCompletion(services: Services, ctx: RequestContext, target: Target, prompt: string, grammar: GrammarSpec | undefined, onChunk: OnChunk, logprobs?: number): Promise<{ stats: GenerateStats; loadNs: number }> {
   const { opts } = target;
   return withLease(services, ctx, target, async (lease) => {
     if (opts.maxTokens === 0) return { loadNs: lease.loadNs, stats: emptyStats("length") };
-    const job = { prompt: { kind: "text" as const, text: prompt }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar };
+    const job = { prompt: { kind: "text" as const, text: prompt }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs, truncate: services.config.truncate };
     const stats = await lease.runner.generate(job, onChunk, ctx.signal);
     return { stats, loadNs: lease.loadNs };
   });

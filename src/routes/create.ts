@@ -12,11 +12,15 @@ import { BadRequestError, ModelNotFoundError, NotFoundError } from "../errors.js
 import { readJson } from "../http/body.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
-import { GgufError, validateGguf, type GgufMetadata } from "../models/gguf.js";
-import { fileTypeName, humanNumber } from "../models/model-info.js";
-import { parseModelName, printable } from "../models/names.js";
-import { commitManifest } from "../models/store-admin.js";
-import { digestHex, MEDIA, type Layer, type ModelStore } from "../models/store.js";
+import { GgufError, validateGguf, type GgufMetadata } from "../gguf/gguf.js";
+import { loraMismatch } from "../gguf/lora-check.js";
+import { fileTypeName, humanNumber } from "../store/model-info.js";
+import { parseModelName, printable } from "../store/names.js";
+import { commitManifest, removeUnreferenced } from "../store/admin.js";
+import { checkLayerSize } from "../store/layers.js";
+import { withNames } from "../store/locks.js";
+import { digestHex, isDigest, MEDIA, type Layer, type ModelStore } from "../store/store.js";
+import { parseTemplate } from "../template/index.js";
 import { modelField, Progress, requireIdle } from "./model-common.js";
 import type { Services } from "./services.js";
 
@@ -42,7 +46,28 @@ async function create(ctx: RequestContext, { store, scheduler }: Services): Prom
   parseModelName(input); // 400 for an invalid name before any work
   if (!body.from && !body.files) throw new BadRequestError("neither 'from' nor 'files' was specified");
   checkParameters(body.parameters);
+  // lmd: a draft model for speculative decoding is kept as the parameter `draft`; it must exist.
+  if (body.draft !== undefined) body.parameters = { ...body.parameters, draft: body.draft };
+  const draft = body.parameters?.draft;
+  if (draft !== undefined && (typeof draft !== "string" || !(await store.findModel(draft)))) throw new ModelNotFoundError(printable(String(draft)));
+  checkSmallFields(body);
+  // A template that cannot be parsed is refused now (as Ollama does), not at every later generate.
+  if (body.template !== undefined) parseTemplate(body.template);
+  const names = body.from && !body.from.startsWith("sha256:") ? [input, body.from] : [input];
+  // One create, copy, delete or pull commit per name at a time (store/locks.ts): the base model
+  // cannot be deleted under us, and two writers of one name cannot interleave.
+  // Blobs named by digest are pinned from the start: a concurrent delete of another model that
+  // shares them must not collect them between our check and our manifest.
+  const named = [...Object.values(body.files ?? {}), ...Object.values(body.adapters ?? {}), body.from ?? ""].filter(isDigest);
+  const unpin = store.pin(named);
+  try {
+    await withNames(store, names, () => createLocked(ctx, body, input, { store, scheduler }));
+  } finally {
+    unpin();
+  }
+}
 
+async function createLocked(ctx: RequestContext, body: CreateRequest, input: string, { store, scheduler }: Pick<Services, "store" | "scheduler">): Promise<void> {
   let layers: Layer[] = [];
   let baseParams: Record<string, unknown> = {};
   let gguf: GgufMetadata | undefined;
@@ -68,38 +93,61 @@ async function create(ctx: RequestContext, { store, scheduler }: Services): Prom
   for (const [field, mediaType] of Object.entries(REPLACED_BY) as Array<[keyof CreateRequest, string]>) {
     if (body[field] !== undefined) layers = layers.filter((l) => l.mediaType !== mediaType);
   }
-  for (const [file, digest] of Object.entries(body.adapters ?? {})) layers.push((await ggufLayer(store, file, digest, MEDIA.adapter)).layer);
+  const adapters = new Map<string, string>(); // digest → the name the client gave it, for messages
+  for (const [file, digest] of Object.entries(body.adapters ?? {})) {
+    layers.push((await ggufLayer(store, file, digest, MEDIA.adapter)).layer);
+    adapters.set(digest, file);
+  }
   const modelLayer = layers.find((l) => l.mediaType === MEDIA.model);
   if (!modelLayer) throw new BadRequestError("no model file given: 'from' or 'files' must name a GGUF model");
   gguf ??= await readGguf(store, "model", modelLayer.digest);
+  await checkAdapters(store, layers, gguf, adapters);
 
   await requireIdle(scheduler, input); // 409 with its real status, before the stream starts
   const unpin = store.pin(layers.map((l) => l.digest));
+  const written: string[] = [];
   try {
     const progress = new Progress(ctx.res, body.stream !== false);
     for (const l of layers) await progress.send({ status: `using existing layer ${l.digest}` });
     const added = await smallLayers(store, body, baseParams);
+    written.push(...added.map((l) => l.digest));
     for (const l of added) await progress.send({ status: `creating new layer ${l.digest}` });
     layers.push(...added);
     const config = await store.addBlob(JSON.stringify(configBlob(gguf, layers)), MEDIA.config);
+    written.push(config.digest);
     await progress.send({ status: "writing manifest" });
     await commitManifest(store, input, { schemaVersion: 2, mediaType: MEDIA.manifest, config, layers });
+    written.length = 0;
     progress.done();
   } finally {
     unpin();
+    // A create that failed after writing layers (the client gone, a full disk): nothing references them.
+    if (written.length > 0) await removeUnreferenced(store, written).catch(() => undefined);
   }
 }
 
 /** New layers for the text fields of the request. */
 async function smallLayers(store: ModelStore, body: CreateRequest, baseParams: Record<string, unknown>): Promise<Layer[]> {
-  const out: Layer[] = [];
-  if (body.template !== undefined) out.push(await store.addBlob(body.template, MEDIA.template));
-  if (body.system !== undefined) out.push(await store.addBlob(body.system, MEDIA.system));
-  if (body.parameters !== undefined) out.push(await store.addBlob(JSON.stringify({ ...baseParams, ...body.parameters }), MEDIA.params));
-  if (body.messages !== undefined) out.push(await store.addBlob(JSON.stringify(body.messages), MEDIA.messages));
+  const wanted: Array<[string, string]> = [];
+  if (body.template !== undefined) wanted.push([body.template, MEDIA.template]);
+  if (body.system !== undefined) wanted.push([body.system, MEDIA.system]);
+  if (body.parameters !== undefined) wanted.push([JSON.stringify({ ...baseParams, ...body.parameters }), MEDIA.params]);
+  if (body.messages !== undefined) wanted.push([JSON.stringify(body.messages), MEDIA.messages]);
   const licenses = body.license === undefined ? [] : Array.isArray(body.license) ? body.license : [body.license];
-  for (const l of licenses) out.push(await store.addBlob(l, MEDIA.license));
-  return out;
+  for (const l of licenses) wanted.push([l, MEDIA.license]);
+  return Promise.all(wanted.map(([text, mediaType]) => store.addBlob(text, mediaType)));
+}
+
+/** Small layers are capped (store/layers.ts): 400 before anything is written. */
+function checkSmallFields(body: CreateRequest): void {
+  const fields: Array<[string, unknown]> = [[MEDIA.template, body.template], [MEDIA.system, body.system], [MEDIA.params, body.parameters], [MEDIA.messages, body.messages]];
+  for (const l of body.license === undefined ? [] : Array.isArray(body.license) ? body.license : [body.license]) fields.push([MEDIA.license, l]);
+  for (const [mediaType, value] of fields) {
+    if (value === undefined) continue;
+    const size = Buffer.byteLength(typeof value === "string" ? value : JSON.stringify(value));
+    const tooLarge = checkLayerSize({ mediaType, size });
+    if (tooLarge) throw new BadRequestError(tooLarge);
+  }
 }
 
 /** A GGUF blob named by `files`/`adapters`/`from`: its digest valid, the blob present and readable as GGUF. */
@@ -119,6 +167,18 @@ async function readGguf(store: ModelStore, file: string, digest: string): Promis
   } catch (err) {
     if (err instanceof GgufError) throw new BadRequestError(`invalid GGUF file '${printable(file)}': ${err.message}`);
     throw err;
+  }
+}
+
+/**
+ * Every adapter layer (new, or kept from `from`) must apply to the model layer: an adapter the
+ * runner could not load is refused now, never stored and ignored (llama.cpp's own checks).
+ */
+async function checkAdapters(store: ModelStore, layers: Layer[], base: GgufMetadata, names: Map<string, string>): Promise<void> {
+  for (const layer of layers.filter((l) => l.mediaType === MEDIA.adapter)) {
+    const file = names.get(layer.digest) ?? layer.digest;
+    const reason = loraMismatch(await readGguf(store, file, layer.digest), base);
+    if (reason) throw new BadRequestError(`invalid adapter '${printable(file)}': ${reason}`);
   }
 }
 

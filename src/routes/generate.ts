@@ -5,18 +5,21 @@
  * form, and with `keep_alive:0` the unload form. Loading happens before the first byte, so a load
  * failure is a real 500; an error after the stream started becomes its last line.
  */
-import type { GenerateFinal, GenerateRequest, Format } from "../api/types.js";
+import type { DebugRenderAnswer, GenerateFinal, GenerateRequest, Format } from "../api/types.js";
 import { generateSchema } from "../api/schemas.js";
 import { BadRequestError } from "../errors.js";
 import { readJson } from "../http/body.js";
 import { NdjsonStream, sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
-import type { ResolvedModel } from "../models/store.js";
-import { renderTemplate } from "../models/template.js";
-import type { GrammarSpec, PromptSpec } from "../runner/protocol.js";
+import type { GrammarSpec } from "../runner/protocol.js";
 import { parseDuration } from "../units.js";
 import { emptyStats, finalStats, loadOrUnload, resolveTarget, withLease } from "./completion.js";
+import { checkGenerate, generatePrompt, promptText, quickRender } from "./generate-prompt.js";
+import { runtimeOf } from "./template-chat.js";
+import { OutputSplitter } from "./prompt.js";
+import type { TokenLogprob } from "../runner/protocol.js";
+import { ollamaLogprobs, toOllama } from "./logprobs.js";
 import type { Services } from "./services.js";
 
 const validate = compileValidator<GenerateRequest>(generateSchema);
@@ -38,18 +41,38 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
     const doneReason = await loadOrUnload(services, ctx, target);
     return sendJson(ctx.res, 200, { ...stamp(), done: true, done_reason: doneReason } satisfies GenerateFinal);
   }
-  // Fill-in-the-middle works through a prompt template that places `.Suffix` (Ollama's rule).
-  if (body.suffix && !/\.Suffix\b/.test(body.template || model.template || "")) throw new BadRequestError(`model '${body.model}' does not support insert`);
+  const template = checkGenerate(body, model);
+  const debug = (rendered: string) => sendJson(ctx.res, 200, { model: body.model, created_at: new Date().toISOString(), _debug_info: { rendered_template: rendered } } satisfies DebugRenderAnswer);
+  if (body._debug_render_only && template) {
+    const quick = await quickRender(body, model, template, opts.numCtx ?? services.config.contextLength);
+    if (quick !== undefined) return debug(quick);
+  }
 
   await withLease(services, ctx, target, async (lease) => {
-    const prompt = buildPrompt(body, model, lease.runner.info.hasChatTemplate);
+    const built = await generatePrompt(body, model, template, { ...runtimeOf(lease), info: lease.runner.info });
+    if (body._debug_render_only) return debug(await promptText(built, lease, ctx.signal));
     const stream = body.stream !== false ? new NdjsonStream(ctx.res) : undefined;
     let text = "";
-    const job = { prompt, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar };
-    const onChunk = (chunk: string) => {
+    let thoughts = "";
+    const prompt = built.prompt;
+    const splitter = built.template && prompt.kind === "text" ? new OutputSplitter(built.template, { think: built.think !== undefined && built.think !== false, prompt: prompt.text }) : undefined;
+    const logprobs = ollamaLogprobs(body);
+    const allLogprobs: TokenLogprob[] = [];
+    const job = { prompt, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs, truncate: body.truncate ?? services.config.truncate };
+    const onText = (response: string, thinking: string, lps: TokenLogprob[] | undefined) => {
+      if (!response && !thinking && !lps) return;
       // Tokens arrive a few dozen per second; the socket buffers them if the client reads slowly.
-      if (stream) void stream.write({ ...stamp(), response: chunk, done: false });
-      else text += chunk;
+      if (stream) void stream.write({ ...stamp(), response, ...(thinking ? { thinking } : {}), done: false, ...(lps ? { logprobs: toOllama(lps) } : {}) });
+      else {
+        text += response;
+        thoughts += thinking;
+        if (lps) allLogprobs.push(...lps);
+      }
+    };
+    const onChunk = (chunk: string, lps?: TokenLogprob[]) => {
+      if (!splitter) return onText(chunk, "", lps);
+      const p = splitter.add(chunk);
+      onText(p.content, p.thinking, lps);
     };
     const stats = opts.maxTokens === 0 ? emptyStats("length", body.context ?? []) : await lease.runner.generate(job, onChunk, ctx.signal);
     if (stats.truncatedTokens > 0) ctx.log.warn({ model: model.display, truncated: stats.truncatedTokens }, "prompt longer than the context; truncated from the front");
@@ -57,25 +80,16 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
     const final: GenerateFinal = {
       ...stamp(),
       response: stream ? "" : text,
+      ...(!stream && thoughts ? { thinking: thoughts } : {}),
       done: true,
       done_reason: stats.doneReason,
       context: stats.context,
       ...finalStats(started, lease.loadNs, stats),
+      ...(!stream && logprobs !== undefined ? { logprobs: toOllama(allLogprobs) } : {}),
     };
     if (stream) stream.end(final);
     else sendJson(ctx.res, 200, final);
   });
-}
-
-/** The prompt as the runner evaluates it: raw, through a Go template, or through the GGUF chat template. */
-function buildPrompt(body: GenerateRequest, model: ResolvedModel, hasChatTemplate: boolean): PromptSpec {
-  const system = body.system ?? model.system;
-  const context = body.context?.length ? body.context : undefined;
-  if (body.raw) return { kind: "text", text: body.prompt, context };
-  const template = body.template || model.template;
-  if (template) return { kind: "text", text: renderTemplate(template, { System: system, Prompt: body.prompt, Suffix: body.suffix }), context };
-  if (hasChatTemplate) return { kind: "chat", turns: [...(system ? [{ role: "system" as const, content: system }] : []), { role: "user", content: body.prompt }], context };
-  return { kind: "text", text: system ? `${system}\n\n${body.prompt}` : body.prompt, context };
 }
 
 /** `keep_alive`: seconds as a number, or a duration string; negative keeps the model loaded forever. */

@@ -6,7 +6,7 @@ import type { ServerResponse } from "node:http";
 import type { ProgressResponse } from "../api/model-types.js";
 import { BadRequestError, ModelBusyError } from "../errors.js";
 import { NdjsonStream, sendJson } from "../http/respond.js";
-import { displayName, nameKey, parseModelName } from "../models/names.js";
+import { displayName, nameKey, parseModelName } from "../store/names.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
 
 /** `model`, or its alias `name`; 400 `model is required` when neither is a non-empty string. */

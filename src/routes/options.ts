@@ -31,6 +31,10 @@ export interface ResolvedOptions {
   stop: string[];
   numCtx: number | undefined;
   numGpu: number | undefined;
+  /** Load with prompt-lookup speculative decoding (a load setting, like num_ctx). */
+  promptLookup: boolean;
+  /** Draft tokens below this probability end a draft (a load setting). */
+  draftPMin: number | undefined;
 }
 
 /** Merges model defaults and request options; unknown keys are ignored and logged at debug. */
@@ -53,12 +57,15 @@ export function resolveOptions(modelParams: Record<string, unknown>, request: Mo
       presencePenalty: o.presence_penalty,
       frequencyPenalty: o.frequency_penalty,
       penalizeNewline: o.penalize_newline,
+      ...(o.speculative === false ? { speculative: false } : {}),
     },
     maxTokens: numPredict >= 0 ? numPredict : undefined,
     fillContext: numPredict === -2,
     stop: stop.filter((s) => s !== ""),
     numCtx: typeof o.num_ctx === "number" ? o.num_ctx : undefined,
     numGpu: typeof o.num_gpu === "number" ? o.num_gpu : undefined,
+    promptLookup: o.prompt_lookup === true,
+    draftPMin: typeof o.draft_p_min === "number" ? o.draft_p_min : undefined,
   };
 }
 
@@ -66,4 +73,18 @@ function pickKnown(source: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(source)) if (KNOWN.has(k) && v !== undefined && v !== null) out[k] = v;
   return out;
+}
+
+/** How many context lengths a request may generate when SERVICE_MAX_PREDICT is 0 (auto). */
+export const AUTO_MAX_PREDICT_CONTEXTS = 4;
+
+/**
+ * The server-side cap on generated tokens (SERVICE_MAX_PREDICT): a model that never emits an end
+ * token would otherwise stream forever (context shifting keeps room). A request's num_predict
+ * below the cap still wins; the capped job ends with done_reason "length".
+ */
+export function capPredict(opts: ResolvedOptions, maxPredict: number, numCtx: number): ResolvedOptions {
+  const cap = maxPredict > 0 ? maxPredict : AUTO_MAX_PREDICT_CONTEXTS * numCtx;
+  if (opts.maxTokens !== undefined && opts.maxTokens <= cap) return opts;
+  return { ...opts, maxTokens: cap };
 }

@@ -6,11 +6,12 @@
  * model in use shows its keep-alive counted from now, and one kept forever a date far in the future
  * (as Ollama does).
  */
-import type { PsResponse, RunningModel } from "../api/model-types.js";
+import type { ModelPolicyView, PsResponse, RunningModel } from "../api/model-types.js";
+import type { ModelPolicy } from "../scheduler/policy.js";
 import { sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
-import { modelDetails } from "../models/model-info.js";
-import { listModels } from "../models/store-admin.js";
+import { modelDetails } from "../store/model-info.js";
+import { listModels } from "../store/admin.js";
 import type { Services } from "./services.js";
 
 /** "Forever": what Ollama reports for a negative keep_alive. */
@@ -35,7 +36,21 @@ async function ps(ctx: RequestContext, { store, scheduler }: Services): Promise<
       expires_at: (m.expiresAt ?? (m.keepAliveMs < 0 ? FOREVER : new Date(Date.now() + m.keepAliveMs))).toISOString(),
       size_vram: m.vramBytes,
       context_length: m.contextLength,
+      num_parallel: m.numParallel,
+      queued: m.queued,
+      ...(m.policy ? { policy: policyView(m.policy) } : {}),
     });
   }
   sendJson(ctx.res, 200, { models } satisfies PsResponse);
+}
+
+function policyView(p: ModelPolicy): ModelPolicyView {
+  return {
+    ...(p.numParallel !== undefined ? { num_parallel: p.numParallel } : {}),
+    ...(p.numCtx !== undefined ? { num_ctx: p.numCtx } : {}),
+    ...(p.keepAliveMs !== undefined ? { keep_alive: p.keepAliveMs * 1e6 } : {}),
+    pinned: p.pinned,
+    preload: p.preload,
+    options: p.options,
+  };
 }

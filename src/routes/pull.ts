@@ -3,21 +3,22 @@
  *
  * Progress NDJSON: `pulling manifest`, `pulling <digest prefix>` with `digest`/`total`/`completed`
  * per layer, `verifying sha256 digest`, `writing manifest`, `success`. With `stream:false` one
- * final object, or the error with its status. The manifest is fetched before the first line, so a
- * model the registry does not know (404), an invalid manifest or an unreachable registry keep
- * their real status; later failures are the stream's last line. Blobs are resumable across pulls
- * (see registry-download.ts); the manifest is written only after every blob is verified.
+ * final object, or the error with its status (404 for a model the registry does not know). When
+ * streaming, `pulling manifest` is sent before the registry is asked, and every registry failure
+ * is the stream's last line, as in Ollama. Blobs are resumable across pulls (registry/download.ts);
+ * the manifest is written only after every blob is verified.
  */
 import type { PullRequest } from "../api/model-types.js";
 import { pullSchema } from "../api/model-schemas.js";
 import { readJson } from "../http/body.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
-import { registryRef } from "../models/reference.js";
-import { downloadBlob, finishBlob } from "../models/registry-download.js";
-import { RegistryClient } from "../models/registry.js";
-import { commitManifest, manifestDigests } from "../models/store-admin.js";
-import type { Layer } from "../models/store.js";
+import { registryRef } from "../registry/reference.js";
+import { downloadBlob, publishBlob, verifyBlob } from "../registry/download.js";
+import { RegistryClient } from "../registry/client.js";
+import { commitManifest, manifestDigests, removeUnreferenced } from "../store/admin.js";
+import { withNames } from "../store/locks.js";
+import type { Layer } from "../store/store.js";
 import { assertIdle, modelField, Progress, unloadIfIdle } from "./model-common.js";
 import type { Services } from "./services.js";
 
@@ -36,33 +37,40 @@ async function pull(ctx: RequestContext, { store, scheduler }: Services): Promis
   const ref = registryRef(input, body.insecure === true);
   assertIdle(scheduler, input);
   const client = new RegistryClient(ref);
+  // The first line goes out before the registry is asked, as Ollama does: a client sees at once
+  // that the pull started, and a registry failure is the stream's last line (status 200 already
+  // sent, so the CLI does not retry what retrying cannot fix). Without streaming, the real status.
+  const progress = new Progress(ctx.res, body.stream !== false);
+  await progress.send({ status: "pulling manifest" });
+  const published: string[] = [];
+  let unpin = () => {};
   try {
     const manifest = await client.fetchManifest(ctx.signal);
-    const unpin = store.pin(manifestDigests(manifest));
-    try {
-      const progress = new Progress(ctx.res, body.stream !== false);
-      await progress.send({ status: "pulling manifest" });
-      const layers = unique([...manifest.layers, manifest.config]);
-      for (const layer of layers) {
-        const status = `pulling ${layer.digest.slice(7, 19)}`;
-        let last = 0;
-        await downloadBlob(client, store, ref, layer, (completed) => {
-          if (Date.now() - last < PROGRESS_INTERVAL_MS) return;
-          last = Date.now();
-          void progress.send({ status, digest: layer.digest, total: layer.size, completed });
-        }, ctx.signal);
-        await progress.send({ status, digest: layer.digest, total: layer.size, completed: layer.size });
-      }
-      await progress.send({ status: "verifying sha256 digest" });
-      for (const layer of layers) await finishBlob(store, layer);
-      await progress.send({ status: "writing manifest" });
-      await commitManifest(store, input, manifest);
-      await unloadIfIdle(scheduler, input); // a loaded copy of the old version must not keep serving
-      progress.done();
-    } finally {
-      unpin();
+    unpin = store.pin(manifestDigests(manifest));
+    const layers = unique([...manifest.layers, manifest.config]);
+    for (const layer of layers) {
+      const status = `pulling ${layer.digest.slice(7, 19)}`;
+      let last = 0;
+      await downloadBlob(client, store, ref, layer, (completed) => {
+        if (Date.now() - last < PROGRESS_INTERVAL_MS) return;
+        last = Date.now();
+        void progress.send({ status, digest: layer.digest, total: layer.size, completed });
+      }, ctx.signal);
+      await progress.send({ status, digest: layer.digest, total: layer.size, completed: layer.size });
     }
+    await progress.send({ status: "verifying sha256 digest" });
+    // Every layer is verified before any is published: a mismatch leaves no blob that nothing references.
+    for (const layer of layers) await verifyBlob(store, layer);
+    for (const layer of layers) if (await publishBlob(store, layer)) published.push(layer.digest);
+    await progress.send({ status: "writing manifest" });
+    await withNames(store, [input], () => commitManifest(store, input, manifest));
+    published.length = 0;
+    await unloadIfIdle(scheduler, input); // a loaded copy of the old version must not keep serving
+    progress.done();
   } finally {
+    unpin();
+    // Blobs published by a pull that then failed (the manifest write): nothing references them.
+    if (published.length > 0) await removeUnreferenced(store, published).catch(() => undefined);
     await client.close();
   }
 }

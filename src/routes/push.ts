@@ -10,10 +10,10 @@ import { ModelNotFoundError } from "../errors.js";
 import { readJson } from "../http/body.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
-import { printable } from "../models/names.js";
-import { registryRef } from "../models/reference.js";
-import { pushBlob, pushManifest } from "../models/registry-push.js";
-import { RegistryClient } from "../models/registry.js";
+import { printable } from "../store/names.js";
+import { registryRef } from "../registry/reference.js";
+import { pushBlob, pushManifest } from "../registry/push.js";
+import { RegistryClient } from "../registry/client.js";
 import { modelField, Progress } from "./model-common.js";
 import type { Services } from "./services.js";
 

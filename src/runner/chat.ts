@@ -22,22 +22,14 @@ import {
   type LlamaModel,
   type Token,
 } from "node-llama-cpp";
-import type { Loaded, Slot } from "./child.js";
-import { samplingOptions } from "./sampling.js";
+import type { JobRuntime, Loaded, Slot } from "./runtime.js";
+import { samplingOptions, stopSequenceOf } from "./sampling.js";
+import { LogprobRecorder } from "./logprobs.js";
+import { beginSpeculation } from "./speculative.js";
+import { CONTEXT_EXCEEDED } from "./protocol.js";
 import type { ChatJob, ChatTurn, FromRunner, GrammarSpec, RunnerFailureKind, ToolCallSpec } from "./protocol.js";
 
 /** What chat and embed jobs use of the child process: the loaded model, its slots, IPC. */
-export interface JobRuntime {
-  loaded(): Loaded | undefined;
-  /** Picks the free slot with the longest cached prefix of `tokens` and marks it busy. */
-  takeSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: number } | undefined;
-  grammarFor(l: Loaded, spec: GrammarSpec | undefined): Promise<LlamaGrammar | undefined>;
-  jobs: Map<number, AbortController>;
-  send(msg: FromRunner): void;
-  log(level: "debug" | "info" | "warn" | "error", msg: string, data?: Record<string, unknown>): void;
-  clientSafe(err: unknown, modelFile?: string): string;
-}
-
 const wrappers = new WeakMap<LlamaModel, ChatWrapper>();
 
 /** The model's chat wrapper (resolved once per model). */
@@ -146,6 +138,7 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
   rt.jobs.set(id, abort);
   let slot: Slot | undefined;
   let chat: LlamaChat | undefined;
+  let recorder: LogprobRecorder | undefined;
   try {
     const grammar = await rt.grammarFor(l, job.grammar).catch((err: unknown) => {
       throw new JobFailure("invalid", `invalid format schema: ${rt.clientSafe(err)}`);
@@ -155,20 +148,28 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     const forced = functions !== undefined && (job.toolChoice === "required" || typeof job.toolChoice === "object");
     const base = chatWrapperOf(l.model);
     const wrapper = forced ? forcingToolCall(base) : base;
-    const history = toHistory(job.turns);
-    const tokens = renderPrompt(base, l.model, history, functions);
+    const full = toHistory(job.turns);
+    const fullTokens = renderPrompt(base, l.model, full, functions);
+    if (job.countOnly) return rt.send({ type: "chat-done", id, result: { toolCalls: [], stats: { promptTokens: fullTokens.length, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason: "stop", context: [], truncatedTokens: 0 } } });
+    const contextSize = l.context.contextSize;
+    const limit = inputLimit(contextSize);
+    if (fullTokens.length > limit && job.truncate === false) throw new JobFailure("invalid", CONTEXT_EXCEEDED);
+    const { history, tokens } = fitHistory(base, l.model, full, fullTokens, functions, limit);
+    // What still does not fit (one turn longer than the context) LlamaChat cuts from its front.
+    const truncatedTokens = fullTokens.length - tokens.length + Math.max(0, tokens.length - limit);
     const picked = rt.takeSlot(l, tokens);
     if (!picked) throw new JobFailure("other", "no free slot in the runner");
     slot = picked.slot;
     // LlamaChat re-evaluates at least the last prompt token, so at most length-1 come from cache.
     const cached = Math.min(picked.cached, tokens.length - 1);
+    if (job.logprobs !== undefined) recorder = new LogprobRecorder(slot.sequence, l.model, job.logprobs);
     chat = new LlamaChat({ contextSequence: slot.sequence, chatWrapper: wrapper });
     const meter = slot.sequence.tokenMeter;
     const outputBefore = meter.usedOutputTokens;
+    const speculation = beginSpeculation(slot.sequence, slot.predictor, job.sampling.speculative);
     const start = process.hrtime.bigint();
     let firstToken: bigint | undefined;
     const first = () => void (firstToken ??= process.hrtime.bigint());
-    const contextSize = l.context.contextSize;
     const maxTokens = job.fillContext ? Math.max(1, contextSize - tokens.length) : job.maxTokens;
     const result = await chat.generateResponse(history, {
       signal: abort.signal,
@@ -181,7 +182,7 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
       onResponseChunk: (chunk) => {
         first();
         if (!chunk.text) return;
-        if (chunk.type === undefined) rt.send({ type: "chunk", id, text: chunk.text });
+        if (chunk.type === undefined) rt.send({ type: "chunk", id, text: chunk.text, ...(recorder ? { logprobs: recorder.take(chunk.tokens) } : {}) });
         else if (chunk.segmentType === "thought") rt.send({ type: "thinking", id, text: chunk.text });
       },
     });
@@ -203,7 +204,9 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
           evalNs: Number(end - firstAt),
           doneReason: reason === "abort" ? "cancelled" : reason === "maxTokens" ? "length" : "stop",
           context: [],
-          truncatedTokens: 0,
+          truncatedTokens,
+          stopSequence: stopSequenceOf(result.metadata),
+          draft: speculation(),
         },
       },
     });
@@ -214,9 +217,36 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     rt.send({ type: "failed", id, kind: oom ? "memory" : "other", message: oom ? "out of memory" : rt.clientSafe(err, l.modelFile) });
   } finally {
     chat?.dispose({ disposeSequence: false });
+    recorder?.restore();
     if (slot) slot.busy = false;
     rt.jobs.delete(id);
   }
+}
+
+/** The most prompt tokens evaluated: a tenth of the context stays free for the answer (as generate does). */
+function inputLimit(contextSize: number): number {
+  return Math.max(1, contextSize - Math.max(1, Math.floor(contextSize / 10)));
+}
+
+/**
+ * Ollama's chat truncation: the oldest turns go first, system messages (and the tools, which the
+ * template renders apart) stay, and so does the last turn. The history starts again at a user turn,
+ * so that templates which demand alternating roles still render it. Done here rather than by
+ * LlamaChat's context shift so that what is dropped is known, and can be reported.
+ */
+function fitHistory(wrapper: ChatWrapper, model: LlamaModel, history: ChatHistoryItem[], tokens: Token[], functions: ChatModelFunctions | undefined, limit: number): { history: ChatHistoryItem[]; tokens: Token[] } {
+  let kept = history;
+  let keptTokens = tokens;
+  while (keptTokens.length > limit) {
+    const first = kept.findIndex((item) => item.type !== "system");
+    let end = first + 1;
+    while (end < kept.length && kept[end]?.type !== "user") end++;
+    // The last user turn and the answer being generated always stay.
+    if (first < 0 || end >= kept.length - 1) break;
+    kept = [...kept.slice(0, first), ...kept.slice(end)];
+    keptTokens = renderPrompt(wrapper, model, kept, functions);
+  }
+  return { history: kept, tokens: keptTokens };
 }
 
 /** The prompt's tokens (BOS included) exactly as LlamaChat renders them: for the slot pick and the counts. */

@@ -23,26 +23,18 @@ import {
   type LlamaText,
   type Token,
 } from "node-llama-cpp";
-import { samplingOptions } from "./sampling.js";
-import type { ChatTurn, FromRunner, GenerateJob, GenerateStats, GrammarSpec, LoadSpec, RunnerFailureKind, ToRunner } from "./protocol.js";
-import { runChat, supportsThinking, type JobRuntime } from "./chat.js";
+import { samplingOptions, stopSequenceOf } from "./sampling.js";
+import { CONTEXT_EXCEEDED } from "./protocol.js";
+import type { ChatTurn, FromRunner, GenerateJob, GenerateStats, GrammarSpec, LoadSpec, RunnerFailureKind, TokenLogprob, ToRunner } from "./protocol.js";
+import { runChat, supportsThinking } from "./chat.js";
+import type { JobRuntime, Loaded, Slot } from "./runtime.js";
 import { runEmbed } from "./embed.js";
+import { runDetokenize, runRender, runTokenize } from "./render.js";
+import { runRank } from "./rank.js";
 import { estimateLoad } from "./estimate.js";
-
-export interface Slot {
-  sequence: LlamaContextSequence;
-  completion: LlamaCompletion;
-  busy: boolean;
-  lastUsed: number;
-}
-
-export interface Loaded {
-  llama: Llama;
-  model: LlamaModel;
-  context: LlamaContext;
-  slots: Slot[];
-  modelFile: string;
-}
+import { LogprobRecorder } from "./logprobs.js";
+import { autoThreads } from "../cpu.js";
+import { beginSpeculation, slotPredictors, type DraftResources } from "./speculative.js";
 
 let loaded: Loaded | undefined;
 /** Resolves the wait after an `estimate` message (the parent's `admit`). */
@@ -65,7 +57,13 @@ function clientSafe(err: unknown, modelFile?: string): string {
   return text.replace(/\s+/g, " ").trim() || "unknown error";
 }
 
-async function load(spec: LoadSpec): Promise<void> {
+async function load(requested: LoadSpec): Promise<void> {
+  let spec = requested;
+  if (spec.threads <= 0) {
+    const chosen = await autoThreads();
+    log("info", "threads chosen from the free cores", chosen);
+    spec = { ...spec, threads: chosen.threads };
+  }
   let llama: Llama;
   try {
     llama = await getLlama({
@@ -115,6 +113,7 @@ async function load(spec: LoadSpec): Promise<void> {
       sequences: spec.sequences,
       threads: spec.threads,
       ...(spec.batchSize === undefined ? {} : { batchSize: spec.batchSize }),
+      ...(spec.lora?.length ? { lora: { adapters: spec.lora.map((filePath) => ({ filePath })) } } : {}),
     });
   } catch (err) {
     await model.dispose().catch(() => undefined);
@@ -122,12 +121,25 @@ async function load(spec: LoadSpec): Promise<void> {
     send({ type: "load-failed", kind, message: clientSafe(err, spec.path) });
     return;
   }
+  let draft: DraftResources | undefined;
+  if (spec.speculation?.draftPath) {
+    try {
+      draft = await loadDraft(llama, spec.speculation.draftPath, contextSize, spec);
+    } catch (err) {
+      await context.dispose().catch(() => undefined);
+      await model.dispose().catch(() => undefined);
+      send({ type: "load-failed", kind: "corrupt", message: `draft model: ${clientSafe(err, spec.speculation.draftPath)}` });
+      return;
+    }
+  }
+  const predictors = spec.speculation ? slotPredictors(spec.speculation, spec.sequences, draft) : [];
   const slots: Slot[] = [];
   for (let i = 0; i < spec.sequences; i++) {
-    const sequence = context.getSequence();
-    slots.push({ sequence, completion: new LlamaCompletion({ contextSequence: sequence }), busy: false, lastUsed: 0 });
+    const predictor = predictors[i];
+    const sequence = context.getSequence(predictor ? { tokenPredictor: predictor } : {});
+    slots.push({ sequence, completion: new LlamaCompletion({ contextSequence: sequence }), busy: false, lastUsed: 0, predictor });
   }
-  loaded = { llama, model, context, slots, modelFile: spec.path };
+  loaded = { llama, model, context, slots, modelFile: spec.path, lora: spec.lora ?? [], draft };
   const usage = model.memoryUsage;
   send({
     type: "loaded",
@@ -147,6 +159,18 @@ async function load(spec: LoadSpec): Promise<void> {
       thinking: supportsThinking(model),
     },
   });
+}
+
+/** The draft model of speculative decoding: on the same backend, a context as long as the target's. */
+async function loadDraft(llama: Llama, draftPath: string, contextSize: number, spec: LoadSpec): Promise<DraftResources> {
+  const model = await llama.loadModel({ modelPath: draftPath });
+  try {
+    const context = await model.createContext({ contextSize, sequences: spec.sequences, threads: spec.threads });
+    return { model, context };
+  } catch (err) {
+    await model.dispose().catch(() => undefined);
+    throw err;
+  }
 }
 
 /** Tokens to evaluate for a job, without the BOS that LlamaCompletion prepends itself. */
@@ -216,6 +240,7 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
   const abort = new AbortController();
   jobs.set(id, abort);
   let slot: Slot | undefined;
+  let recorder: LogprobRecorder | undefined;
   try {
     let grammar: LlamaGrammar | undefined;
     try {
@@ -230,6 +255,7 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
     const shift = Math.max(1, Math.floor(contextSize / 10));
     const maxInput = Math.max(1, contextSize - shift - (hasBos ? 1 : 0));
     const truncatedTokens = Math.max(0, all.length - maxInput);
+    if (truncatedTokens > 0 && job.truncate === false) return send({ type: "failed", id, kind: "invalid", message: CONTEXT_EXCEEDED });
     const tokens = truncatedTokens > 0 ? all.slice(truncatedTokens) : all;
     const evaluated = hasBos && bos !== null ? [bos, ...tokens] : tokens;
     const picked = takeSlot(l, evaluated);
@@ -238,8 +264,12 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
     // LlamaCompletion re-evaluates at least the last prompt token, so at most length-1 come from cache.
     const cached = Math.min(picked.cached, evaluated.length - 1);
     const generated: Token[] = [];
+    const speculation = beginSpeculation(slot.sequence, slot.predictor, job.sampling.speculative);
     const start = process.hrtime.bigint();
     let firstToken: bigint | undefined;
+    if (job.logprobs !== undefined) recorder = new LogprobRecorder(slot.sequence, l.model, job.logprobs);
+    // onToken and onTextChunk are called in pairs for the same tokens: the chunk carries their logprobs.
+    let pending: TokenLogprob[] | undefined;
     const result = await slot.completion.generateCompletionWithMeta(tokens, {
       signal: abort.signal,
       stopOnAbortSignal: true,
@@ -251,9 +281,11 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
       onToken: (t) => {
         firstToken ??= process.hrtime.bigint();
         generated.push(...t);
+        if (recorder) pending = [...(pending ?? []), ...recorder.take(t)];
       },
       onTextChunk: (text) => {
-        if (text) send({ type: "chunk", id, text });
+        if (text || pending?.length) send({ type: "chunk", id, text, ...(pending ? { logprobs: pending } : {}) });
+        pending = undefined;
       },
     });
     const end = process.hrtime.bigint();
@@ -267,7 +299,10 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
       evalNs: Number(end - firstAt),
       doneReason: reason === "abort" ? "cancelled" : reason === "maxTokens" ? "length" : "stop",
       context: [...tokens, ...generated],
-      truncatedTokens,
+      truncatedTokens: truncatedTokens + (job.droppedTokens ?? 0),
+      // The chat wrapper's own triggers are custom ones here too: only the request's count.
+      stopSequence: ((seq) => (seq !== undefined && job.stop.includes(seq) ? seq : undefined))(stopSequenceOf(result.metadata)),
+      draft: speculation(),
     };
     send({ type: "done", id, stats });
   } catch (err) {
@@ -275,6 +310,7 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
     log("error", "generation failed", { err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
     send({ type: "failed", id, kind: oom ? "memory" : "other", message: oom ? "out of memory" : clientSafe(err, l.modelFile) });
   } finally {
+    recorder?.restore();
     if (slot) slot.busy = false;
     jobs.delete(id);
   }
@@ -287,6 +323,8 @@ async function unload(): Promise<void> {
   if (l) {
     await l.context.dispose().catch(() => undefined);
     await l.model.dispose().catch(() => undefined);
+    await l.draft?.context.dispose().catch(() => undefined);
+    await l.draft?.model.dispose().catch(() => undefined);
     await l.llama.dispose().catch(() => undefined);
   }
 }
@@ -309,6 +347,18 @@ function onMessage(msg: ToRunner): void {
       break;
     case "embed":
       void runEmbed(runtime, msg.id, msg.job);
+      break;
+    case "render":
+      runRender(runtime, msg.id, msg.job);
+      break;
+    case "tokenize":
+      runTokenize(runtime, msg.id, msg.text, msg.addSpecial === true, msg.parseSpecial !== false);
+      break;
+    case "detokenize":
+      runDetokenize(runtime, msg.id, msg.tokens);
+      break;
+    case "rank":
+      void runRank(runtime, msg.id, msg.job);
       break;
     case "cancel":
       jobs.get(msg.id)?.abort();

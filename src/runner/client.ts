@@ -8,12 +8,12 @@ import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 import type { Logger } from "pino";
 import { BadRequestError, ModelLoadError, ModelRunError } from "../errors.js";
-import { GgufError, validateGguf } from "../models/gguf.js";
+import { GgufError, validateGguf } from "../gguf/gguf.js";
 import { formatBytes } from "../units.js";
-import type { ChatJob, ChatResult, EmbedJob, EmbedResult, FromRunner, GenerateJob, GenerateStats, LoadSpec, MemoryEstimate, RunnerFailureKind, RunnerInfo, ToRunner } from "./protocol.js";
+import type { ChatJob, ChatResult, EmbedJob, EmbedResult, FromRunner, GenerateJob, GenerateStats, LoadSpec, MemoryEstimate, RankJob, RankResult, RenderJob, RunnerFailureKind, RunnerInfo, TokenLogprob, ToRunner } from "./protocol.js";
 
 /** What metrics learn about each finished job. */
-export type JobStats = Pick<GenerateStats, "promptEvalCount" | "promptEvalNs" | "evalCount" | "evalNs">;
+export type JobStats = Pick<GenerateStats, "promptEvalCount" | "promptEvalNs" | "evalCount" | "evalNs" | "truncatedTokens">;
 
 /** Path of the compiled child entry. Under a TypeScript loader (tests) the compiled file in dist/ is used. */
 export function childEntry(): string {
@@ -39,8 +39,11 @@ export interface RunnerOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** Receives generated text as it comes, with its tokens' logprobs when the job asked for them. */
+export type OnChunk = (text: string, logprobs?: TokenLogprob[]) => void;
+
 interface PendingJob {
-  onChunk: (text: string) => void;
+  onChunk: OnChunk;
   onThinking?: ((text: string) => void) | undefined;
   /** Receives the job's result: GenerateStats, ChatResult or EmbedResult by job type. */
   resolve: (result: unknown) => void;
@@ -97,18 +100,38 @@ export class Runner {
   }
 
   /** Runs one generation; `onChunk` receives text as it is produced. Aborting `signal` cancels it. */
-  generate(job: GenerateJob, onChunk: (text: string) => void, signal?: AbortSignal): Promise<GenerateStats> {
+  generate(job: GenerateJob, onChunk: OnChunk, signal?: AbortSignal): Promise<GenerateStats> {
     return this.run<GenerateStats>((id) => ({ type: "generate", id, job }), { onChunk }, signal);
   }
 
   /** Runs one chat job; content and thought text arrive through the callbacks as they are produced. */
-  chat(job: ChatJob, on: { onChunk: (text: string) => void; onThinking?: (text: string) => void }, signal?: AbortSignal): Promise<ChatResult> {
+  chat(job: ChatJob, on: { onChunk: OnChunk; onThinking?: (text: string) => void }, signal?: AbortSignal): Promise<ChatResult> {
     return this.run<ChatResult>((id) => ({ type: "chat", id, job }), on, signal);
   }
 
   /** Computes one raw embedding vector per input. */
   embed(job: EmbedJob, signal?: AbortSignal): Promise<EmbedResult> {
     return this.run<EmbedResult>((id) => ({ type: "embed", id, job }), { onChunk: () => undefined }, signal);
+  }
+
+  /** The prompt the model's own chat template makes of these turns and tools (nothing generated). */
+  render(job: RenderJob, signal?: AbortSignal): Promise<string> {
+    return this.run<string>((id) => ({ type: "render", id, job }), { onChunk: () => undefined }, signal);
+  }
+
+  /** Tokens of `text` with special tokens parsed; BOS/EOS as the vocabulary asks only with `addSpecial`. */
+  tokenize(text: string, signal?: AbortSignal, addSpecial = false, parseSpecial = true): Promise<number[]> {
+    return this.run<number[]>((id) => ({ type: "tokenize", id, text, ...(addSpecial ? { addSpecial } : {}), ...(parseSpecial ? {} : { parseSpecial }) }), { onChunk: () => undefined }, signal);
+  }
+
+  /** The text of `tokens`, special tokens included (a token the vocabulary lacks fails as `invalid`). */
+  detokenize(tokens: number[], signal?: AbortSignal): Promise<string> {
+    return this.run<string>((id) => ({ type: "detokenize", id, tokens }), { onChunk: () => undefined }, signal);
+  }
+
+  /** Scores each document's relevance to the query (a reranker model). */
+  rank(job: RankJob, signal?: AbortSignal): Promise<RankResult> {
+    return this.run<RankResult>((id) => ({ type: "rank", id, job }), { onChunk: () => undefined }, signal);
   }
 
   /** Sends a job and settles with its result; aborting `signal` cancels it in the child. */
@@ -159,7 +182,7 @@ export class Runner {
   private onMessage(msg: FromRunner): void {
     switch (msg.type) {
       case "chunk":
-        this.jobs.get(msg.id)?.onChunk(msg.text);
+        this.jobs.get(msg.id)?.onChunk(msg.text, msg.logprobs);
         break;
       case "done":
         this.onStats?.(msg.stats);
@@ -171,8 +194,14 @@ export class Runner {
         break;
       case "chat-done":
       case "embedded":
-        this.onStats?.(msg.type === "chat-done" ? msg.result.stats : { promptEvalCount: msg.result.promptTokens, promptEvalNs: 0, evalCount: 0, evalNs: 0 });
+      case "ranked":
+        this.onStats?.(msg.type === "chat-done" ? msg.result.stats : { promptEvalCount: msg.result.promptTokens, promptEvalNs: 0, evalCount: 0, evalNs: 0, truncatedTokens: 0 });
         this.jobs.get(msg.id)?.resolve(msg.result);
+        this.jobs.delete(msg.id);
+        break;
+      case "rendered":
+      case "tokens":
+        this.jobs.get(msg.id)?.resolve(msg.type === "rendered" ? msg.text : msg.tokens);
         this.jobs.delete(msg.id);
         break;
       case "failed":

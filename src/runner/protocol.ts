@@ -17,15 +17,32 @@ export interface LoadSpec {
   contextSize: number;
   /** Parallel slots: sequences of the one context. */
   sequences: number;
+  /** CPU threads; 0 = chosen by the runner from the cores free at load time (src/cpu.ts). */
   threads: number;
   gpu: RunnerGpu;
   /** Layers to offload; undefined = node-llama-cpp's "auto". */
   gpuLayers?: number | undefined;
   /** Batch size for prompt evaluation; undefined = node-llama-cpp's default. */
   batchSize?: number | undefined;
+  /** LoRA adapter GGUFs (absolute paths in the store) applied to every context of the model, scale 1. */
+  lora?: string[] | undefined;
+  /** Speculative decoding: a draft model's file and/or prompt lookup (runner/speculative.ts). */
+  speculation?: SpeculationLoad | undefined;
+}
+
+/** Speculative decoding for a load. */
+export interface SpeculationLoad {
+  /** The draft model's GGUF (Modelfile DRAFT). */
+  draftPath?: string | undefined;
+  /** Prompt lookup (no second model). */
+  lookup: boolean;
+  /** Draft tokens below this probability end a draft (llama-server's --draft-p-min); undefined = node-llama-cpp's 0.6. */
+  minConfidence?: number | undefined;
 }
 
 export interface SamplingSpec {
+  /** false: no speculative decoding for this job even if the model has it (the output is the same either way). */
+  speculative?: boolean | undefined;
   temperature: number;
   topK: number;
   topP: number;
@@ -45,6 +62,8 @@ export interface ChatTurn {
   toolCalls?: ToolCallSpec[] | undefined;
   /** Tool turns: the name of the tool whose result this is (matched to the call; else the next unanswered call). */
   toolName?: string | undefined;
+  /** Assistant turns: the thoughts that came with the answer (Go templates show them as `.Thinking`). */
+  thinking?: string | undefined;
 }
 
 /** A function the model may call: its name, description and a JSON Schema of its arguments. */
@@ -79,6 +98,12 @@ export interface ChatJob {
   toolChoice?: ToolChoice | undefined;
   /** true: thoughts allowed and reported apart; false: no thought tokens; undefined: the template's default. */
   think?: boolean | undefined;
+  /** Report each content token's log probability with this many alternatives (0–20); undefined = off. */
+  logprobs?: number | undefined;
+  /** Render and tokenize the prompt only: `chat-done` with `promptTokens`, nothing evaluated (count_tokens). */
+  countOnly?: boolean | undefined;
+  /** A prompt over the context: true/undefined drops the oldest turns (system and tools kept), false fails (`invalid`). */
+  truncate?: boolean | undefined;
 }
 
 export interface ChatResult {
@@ -99,6 +124,19 @@ export interface EmbedResult {
   promptTokens: number;
 }
 
+/** Reranking (runner/rank.ts): a relevance score of each document for the query. */
+export interface RankJob {
+  query: string;
+  documents: string[];
+}
+
+export interface RankResult {
+  /** One score per document, in input order: node-llama-cpp's probability in [0, 1]. */
+  scores: number[];
+  /** Tokens evaluated over all (query, document) pairs. */
+  promptTokens: number;
+}
+
 /** What to evaluate: already-rendered text, or turns the child renders with the model's own chat template. */
 export type PromptSpec =
   | { kind: "text"; text: string; /** tokens of an earlier exchange (generate's `context`), evaluated before `text` */ context?: number[] | undefined }
@@ -115,6 +153,31 @@ export interface GenerateJob {
   fillContext?: boolean | undefined;
   stop: string[];
   grammar?: GrammarSpec | undefined;
+  /** Report each token's log probability with this many alternatives (0–20); undefined = off. */
+  logprobs?: number | undefined;
+  /** A prompt over the context: true/undefined drops its front, false fails (`invalid`). */
+  truncate?: boolean | undefined;
+  /** Tokens the parent already dropped from this prompt (Go-template chat history): added to `truncatedTokens`. */
+  droppedTokens?: number | undefined;
+}
+
+/** The error of a prompt over the context under `truncate: false` (Ollama's words). */
+export const CONTEXT_EXCEEDED = "the input length exceeds the context length";
+
+/** A token and its natural-log probability; `bytes` are its text's UTF-8 bytes. */
+export interface TokenProbability {
+  token: string;
+  logprob: number;
+  bytes: number[];
+}
+
+/**
+ * A generated token's log probability in the distribution it was sampled from (after repeat
+ * penalties, grammar, top_k/top_p/min_p and temperature; at temperature 0 the model's whole
+ * distribution), with the most likely alternatives at its position when asked for.
+ */
+export interface TokenLogprob extends TokenProbability {
+  top?: TokenProbability[] | undefined;
 }
 
 /** What a load will take, by node-llama-cpp's estimates from the GGUF header (nothing allocated yet). */
@@ -164,6 +227,16 @@ export interface GenerateStats {
   context: number[];
   /** Prompt was longer than the context and lost this many tokens from its front. */
   truncatedTokens: number;
+  /** The request's stop sequence that ended the generation (`doneReason: "stop"`), if one did. */
+  stopSequence?: string | undefined;
+  /** Speculative decoding: draft tokens checked by the target and accepted (when it ran). */
+  draft?: { proposed: number; accepted: number } | undefined;
+}
+
+/** Render-only (`_debug_render_only`): the prompt a chat job would evaluate, as text, nothing generated. */
+export interface RenderJob {
+  turns: ChatTurn[];
+  tools?: ToolSpec[] | undefined;
 }
 
 export type ToRunner =
@@ -173,6 +246,12 @@ export type ToRunner =
   | { type: "generate"; id: number; job: GenerateJob }
   | { type: "chat"; id: number; job: ChatJob }
   | { type: "embed"; id: number; job: EmbedJob }
+  | { type: "render"; id: number; job: RenderJob }
+  /** Text → tokens, special tokens parsed (as a rendered prompt is) unless `parseSpecial: false`; BOS/EOS only with `addSpecial` (/api/tokenize). */
+  | { type: "tokenize"; id: number; text: string; addSpecial?: boolean | undefined; parseSpecial?: boolean | undefined }
+  /** Tokens → text, special tokens written out (/api/detokenize); answered with `rendered`. */
+  | { type: "detokenize"; id: number; tokens: number[] }
+  | { type: "rank"; id: number; job: RankJob }
   | { type: "cancel"; id: number }
   | { type: "unload" };
 
@@ -185,10 +264,14 @@ export type FromRunner =
   | { type: "estimate"; estimate: MemoryEstimate }
   | { type: "loaded"; info: RunnerInfo }
   | { type: "load-failed"; kind: RunnerFailureKind; message: string }
-  | { type: "chunk"; id: number; text: string }
+  /** `logprobs`: one per token of `text`, when the job asked for them. */
+  | { type: "chunk"; id: number; text: string; logprobs?: TokenLogprob[] | undefined }
   | { type: "done"; id: number; stats: GenerateStats }
   | { type: "thinking"; id: number; text: string }
   | { type: "chat-done"; id: number; result: ChatResult }
   | { type: "embedded"; id: number; result: EmbedResult }
+  | { type: "rendered"; id: number; text: string }
+  | { type: "tokens"; id: number; tokens: number[] }
+  | { type: "ranked"; id: number; result: RankResult }
   | { type: "failed"; id: number; kind: RunnerFailureKind; message: string }
   | { type: "log"; level: "debug" | "info" | "warn" | "error"; msg: string; data?: Record<string, unknown> };

@@ -2,6 +2,7 @@
  * Sampling options for node-llama-cpp's generation calls (LlamaCompletion and LlamaChat take the
  * same ones), from a job's {@link SamplingSpec}. Child-side only.
  */
+import { randomInt } from "node:crypto";
 import type { SamplingSpec } from "./protocol.js";
 
 /** The shape both `generateCompletionWithMeta` and `LlamaChat.generateResponse` accept. */
@@ -24,7 +25,9 @@ export function samplingOptions(s: SamplingSpec, contextSize: number): SamplingO
     topK: s.topK,
     topP: s.topP,
     minP: s.minP,
-    ...(s.seed !== undefined ? { seed: s.seed } : {}),
+    // No seed: a fresh random one per request, as Ollama. node-llama-cpp's own default is the
+    // current second, so two unseeded requests in the same second would give the same text.
+    seed: s.seed ?? randomInt(2 ** 32),
     repeatPenalty: repeatActive
       ? {
           // repeat_last_n -1 means "the whole context", as in Ollama.
@@ -36,4 +39,10 @@ export function samplingOptions(s: SamplingSpec, contextSize: number): SamplingO
         }
       : false,
   };
+}
+
+/** The custom stop trigger that ended a generation, as text (node-llama-cpp reports its parts). */
+export function stopSequenceOf(metadata: { stopReason: string; customStopTrigger?: readonly (string | number)[] }): string | undefined {
+  if (metadata.stopReason !== "customStopTrigger" || !metadata.customStopTrigger) return undefined;
+  return metadata.customStopTrigger.filter((part): part is string => typeof part === "string").join("");
 }

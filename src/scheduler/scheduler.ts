@@ -15,10 +15,12 @@
  */
 import type { Logger } from "pino";
 import { ServiceBusyError, ShuttingDownError } from "../errors.js";
-import type { ResolvedModel } from "../models/store.js";
-import type { LoadSpec, MemoryEstimate, RunnerGpu } from "../runner/protocol.js";
+import type { ResolvedModel } from "../store/store.js";
+import type { LoadSpec, MemoryEstimate, RunnerGpu, SpeculationLoad } from "../runner/protocol.js";
 import { Runner, type JobStats, type RunnerOptions } from "../runner/client.js";
+import { keepAliveOrForever, MAX_TIMER_MS } from "../units.js";
 import { availableRam, notEnoughMemory, shortfall, type Room } from "./memory.js";
+import { PolicyTable, type ModelPolicy } from "./policy.js";
 
 export interface SchedulerOptions {
   log: Logger;
@@ -28,13 +30,16 @@ export interface SchedulerOptions {
   maxQueue: number;
   defaultKeepAliveMs: number;
   defaultContextLength: number;
-  threads: number;
+  /** undefined = the runner chooses at each load (src/cpu.ts). */
+  threads: number | undefined;
   gpu: RunnerGpu;
   loadTimeoutMs: number;
   /** Starts a runner; tests may replace it. `hooks` carry the memory check and the load's cancellation. */
   startRunner?: (spec: LoadSpec, model: ResolvedModel, hooks?: Pick<RunnerOptions, "admit" | "signal">) => Promise<Runner>;
   /** Called with each finished job's token counts and timings (metrics). */
   onJobStats?: (model: ResolvedModel, stats: JobStats) => void;
+  /** The per-model policy in force (SERVICE_MODELS_CONFIG); read on every decision, so a reload applies at once. */
+  policy?: () => PolicyTable;
 }
 
 export interface AcquireOptions {
@@ -44,6 +49,8 @@ export interface AcquireOptions {
   numCtx?: number | undefined;
   /** GPU layers requested (num_gpu). */
   numGpu?: number | undefined;
+  /** Speculative decoding for the load: the draft model's file (Modelfile DRAFT), prompt lookup. */
+  speculation?: SpeculationLoad | undefined;
   signal?: AbortSignal | undefined;
 }
 
@@ -88,6 +95,12 @@ export interface LoadedModelInfo {
   contextLength: number;
   active: number;
   pid: number | undefined;
+  /** Requests waiting for a slot of this model. */
+  queued: number;
+  /** Parallel slots of this load. */
+  numParallel: number;
+  /** What the policy file says about this model, if anything. */
+  policy: ModelPolicy | undefined;
 }
 
 export class Scheduler {
@@ -171,7 +184,21 @@ export class Scheduler {
         contextLength: e.runner.info.contextSize,
         active: e.active,
         pid: e.runner.pid,
+        queued: this.waiting.filter((w) => w.model.key === e.model.key).length,
+        numParallel: e.spec.sequences,
+        policy: this.policyFor(e.model.key),
       }));
+  }
+
+  /**
+   * What `/readyz` reports: whether new requests are accepted and, for a model, whether it is
+   * loaded with a free slot right now. Reads state only; never loads anything.
+   */
+  readiness(key?: string): { accepting: boolean; loaded: boolean; freeSlots: number; queued: number } {
+    const entry = key === undefined ? undefined : this.loaded.get(key);
+    const queued = key === undefined ? this.waiting.length : this.waiting.filter((w) => w.model.key === key).length;
+    const freeSlots = entry ? Math.max(0, entry.spec.sequences - entry.active) : 0;
+    return { accepting: this.accepting, loaded: entry !== undefined, freeSlots, queued };
   }
 
   /** True while any request holds a slot of the model with this key. */
@@ -225,7 +252,7 @@ export class Scheduler {
     clearTimeout(entry.timer);
     entry.timer = undefined;
     entry.expiresAt = undefined;
-    if (options.keepAliveMs !== undefined) entry.keepAliveMs = options.keepAliveMs;
+    if (options.keepAliveMs !== undefined && !this.policyFor(model.key)?.pinned) entry.keepAliveMs = keepAliveOrForever(options.keepAliveMs);
     let released = false;
     const waitedNs = loadNs > 0 ? Number(process.hrtime.bigint() - queuedAt) : 0;
     return {
@@ -259,7 +286,7 @@ export class Scheduler {
     }
     entry.expiresAt = new Date(Date.now() + ms);
     // Timers over ~24.8 days overflow; such keep-alives are effectively forever.
-    if (ms < 2 ** 31 - 1) {
+    if (ms < MAX_TIMER_MS) {
       entry.timer = setTimeout(() => {
         if (entry.active === 0) void this.evict(entry);
       }, ms);
@@ -267,22 +294,55 @@ export class Scheduler {
     }
   }
 
+  /** The policy of the model with this key (SERVICE_MODELS_CONFIG), if the file names it. */
+  policyFor(key: string): ModelPolicy | undefined {
+    return this.options.policy?.().for(key);
+  }
+
+  /** After the policy changed (SIGHUP): loaded models take their new keep-alive or pin now. */
+  applyPolicy(): void {
+    for (const entry of this.loaded.values()) {
+      entry.keepAliveMs = this.keepAliveFor(entry.model.key);
+      if (entry.active > 0) continue;
+      clearTimeout(entry.timer);
+      entry.timer = undefined;
+      this.scheduleExpiry(entry);
+    }
+    this.pump(); // a changed num_parallel or num_ctx reloads a model once it is idle
+  }
+
+  private keepAliveFor(key: string): number {
+    const policy = this.policyFor(key);
+    return policy?.pinned ? -1 : keepAliveOrForever(policy?.keepAliveMs ?? this.options.defaultKeepAliveMs);
+  }
+
+  /** Idle models that may be unloaded to make room, least recently used first (never a pinned one). */
+  private evictable(except?: string): Loaded[] {
+    return [...this.loaded.values()].filter((e) => e.active === 0 && e.model.key !== except && !this.policyFor(e.model.key)?.pinned).sort((a, b) => a.lastUsed - b.lastUsed);
+  }
+
   private specFor(model: ResolvedModel, options: AcquireOptions): LoadSpec {
-    const numCtx = options.numCtx ?? numberParam(model.params.num_ctx) ?? this.options.defaultContextLength;
+    const policy = this.policyFor(model.key);
+    const numCtx = options.numCtx ?? policy?.numCtx ?? numberParam(model.params.num_ctx) ?? this.options.defaultContextLength;
     const numGpu = options.numGpu ?? numberParam(model.params.num_gpu);
     return {
       path: model.modelPath,
       contextSize: numCtx,
-      sequences: this.options.numParallel,
-      threads: this.options.threads,
+      sequences: policy?.numParallel ?? this.options.numParallel,
+      threads: this.options.threads ?? 0,
       gpu: this.options.gpu,
       gpuLayers: numGpu !== undefined && numGpu >= 0 ? numGpu : undefined,
+      speculation: options.speculation?.draftPath || options.speculation?.lookup ? options.speculation : undefined,
+      ...(model.adapterPaths?.length ? { lora: model.adapterPaths } : {}),
     };
   }
 
   private specMatches(spec: LoadSpec, model: ResolvedModel, options: AcquireOptions): boolean {
     const wanted = this.specFor(model, options);
-    return wanted.contextSize === spec.contextSize && wanted.gpuLayers === spec.gpuLayers;
+    // Adapters and speculation too: a runner keeps what it was loaded with.
+    return wanted.contextSize === spec.contextSize && wanted.gpuLayers === spec.gpuLayers && wanted.sequences === spec.sequences &&
+      (wanted.lora ?? []).join("\n") === (spec.lora ?? []).join("\n") &&
+      JSON.stringify(wanted.speculation ?? null) === JSON.stringify(spec.speculation ?? null);
   }
 
   /** Grants what can be granted, starts at most one load, evicts idle models to make room. */
@@ -310,8 +370,8 @@ export class Scheduler {
       return;
     }
     if (this.loaded.size >= this.maxLoaded) {
-      const idle = [...this.loaded.values()].filter((e) => e.active === 0).sort((a, b) => a.lastUsed - b.lastUsed)[0];
-      if (!idle) return; // every resident model is busy: wait for a release
+      const idle = this.evictable()[0];
+      if (!idle) return; // every resident model is busy or pinned: wait for a release
       this.loading = { key: next.model.key, promise: this.evict(idle).then(() => this.finishLoad()) };
       return;
     }
@@ -335,7 +395,7 @@ export class Scheduler {
       ((s: LoadSpec, m: ResolvedModel) => Runner.start(s, { name: m.display, log: this.options.log, loadTimeoutMs: this.options.loadTimeoutMs, ...hooks }));
     const promise = start(spec, model, hooks).then(
       (runner) => {
-        const entry: Loaded = { model, runner, spec, active: 0, keepAliveMs: this.options.defaultKeepAliveMs, expiresAt: undefined, timer: undefined, lastUsed: ++this.useCounter };
+        const entry: Loaded = { model, runner, spec, active: 0, keepAliveMs: this.keepAliveFor(model.key), expiresAt: undefined, timer: undefined, lastUsed: ++this.useCounter };
         runner.onCrash = () => this.dropCrashed(entry);
         const onJobStats = this.options.onJobStats;
         if (onJobStats) runner.onStats = (stats) => onJobStats(model, stats);
@@ -375,7 +435,7 @@ export class Scheduler {
    * node-llama-cpp's estimate fits in what is available.
    */
   private async admit(model: ResolvedModel, estimate: MemoryEstimate): Promise<void> {
-    const idle = () => [...this.loaded.values()].filter((e) => e.active === 0 && e.model.key !== model.key).sort((a, b) => a.lastUsed - b.lastUsed);
+    const idle = () => this.evictable(model.key);
     // What evicting frees is counted by the runners' own accounting, not re-measured: a process's
     // memory (page cache of mmapped weights especially) shows up as available only gradually.
     const now: Room = { ram: await availableRam(), vram: estimate.vramFreeBytes };

@@ -1,6 +1,6 @@
-/** The Modelfile parser and formatter (src/models/modelfile.ts). */
+/** The Modelfile parser and formatter (src/modelfile/modelfile.ts). */
 import t from "tap";
-import { formatModelfile, parseModelfile, typedParameter, ModelfileError } from "../../src/models/modelfile.js";
+import { formatModelfile, parseModelfile, typedParameter, ModelfileError } from "../../src/modelfile/modelfile.js";
 
 const SAMPLE = `# a comment
 FROM ./tiny.gguf
@@ -47,7 +47,7 @@ t.test("formatModelfile writes what parseModelfile reads back", async (t) => {
 t.test("mistakes name their line", async (t) => {
   const cases: [string, string][] = [
     ["PARAMETER temperature 0.7", "no FROM line"],
-    ["FROM x\nBOGUS y", `line 2: command must be one of "from", "license", "template", "system", "adapter", "parameter", or "message"`],
+    ["FROM x\nBOGUS y", `line 2: command must be one of "from", "license", "template", "system", "adapter", "parameter", "message", or "draft"`],
     ["FROM x\nPARAMETER nope 1", "line 2: unknown parameter 'nope'"],
     ["FROM x\nPARAMETER num_ctx big", "line 2: invalid int value 'big' for parameter 'num_ctx'"],
     ["FROM x\nPARAMETER top_k 1.5", "line 2: invalid int value '1.5' for parameter 'top_k'"],

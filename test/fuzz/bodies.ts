@@ -84,6 +84,10 @@ const value = anyValue;
 const messages = fc.array(fc.oneof(fc.record({ role: fc.oneof(fc.constantFrom("user", "system", "assistant", "tool", "root"), value), content: value }, { requiredKeys: [] }), value), { maxLength: 3 });
 const options = fc.oneof(value, fc.dictionary(fc.constantFrom("num_ctx", "num_predict", "temperature", "top_k", "seed", "stop", "__proto__", "num_thread"), fc.oneof(value, hugeNumber), { maxKeys: 4 }));
 
+const block = fc.oneof(value, fc.record({ type: fc.oneof(fc.constantFrom("text", "tool_use", "tool_result", "thinking", "image", "document"), value), text: value, id: value, name: value, input: value, tool_use_id: value, content: value }, { requiredKeys: [] }));
+const anthropicMessages = fc.array(fc.oneof(fc.record({ role: fc.oneof(fc.constantFrom("user", "assistant", "system"), value), content: fc.oneof(value, fc.array(block, { maxLength: 3 })) }, { requiredKeys: [] }), value), { maxLength: 3 });
+const responsesItems = fc.array(fc.oneof(fc.record({ type: fc.oneof(fc.constantFrom("message", "function_call", "function_call_output", "reasoning"), value), role: value, content: value, call_id: value, name: value, arguments: value, output: value }, { requiredKeys: [] }), value), { maxLength: 3 });
+
 /** Fields each endpoint reads (the model field from `model`). */
 export function endpointFields(model: fc.Arbitrary<Json>): Record<string, Record<string, fc.Arbitrary<Json>>> {
   return {
@@ -100,6 +104,10 @@ export function endpointFields(model: fc.Arbitrary<Json>): Record<string, Record
     "POST /v1/chat/completions": { model, messages, stream: value, max_tokens: fc.oneof(value, hugeNumber), temperature: fc.oneof(value, hugeNumber), tools: value, response_format: value, stream_options: value, stop: value },
     "POST /v1/completions": { model, prompt: value, stream: value, max_tokens: fc.oneof(value, hugeNumber), suffix: value, echo: value },
     "POST /v1/embeddings": { model, input: value, dimensions: fc.oneof(value, hugeNumber), encoding_format: value },
+    "POST /v1/messages": { model, max_tokens: fc.oneof(value, hugeNumber), messages: anthropicMessages, system: value, tools: value, tool_choice: value, thinking: value, stop_sequences: value, stream: value, temperature: fc.oneof(value, hugeNumber), top_k: value },
+    "POST /v1/messages/count_tokens": { model, messages: anthropicMessages, system: value, tools: value, tool_choice: value },
+    "POST /v1/responses": { model, input: fc.oneof(value, responsesItems), instructions: value, tools: value, tool_choice: value, text: value, max_output_tokens: fc.oneof(value, hugeNumber), previous_response_id: value, include: value, top_logprobs: value, stream: value },
+    "POST /api/rerank": { model, query: value, documents: fc.oneof(value, fc.array(fc.oneof(value, fc.record({ text: value }, { requiredKeys: [] })), { maxLength: 3 })), top_n: fc.oneof(value, hugeNumber), return_documents: value },
   };
 }
 

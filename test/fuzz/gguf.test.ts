@@ -1,5 +1,5 @@
 /**
- * GGUF validation (src/models/gguf.ts) against a corpus of crafted files and against thousands of
+ * GGUF validation (src/gguf/gguf.ts) against a corpus of crafted files and against thousands of
  * random mutations (fast-check): every bad file is refused with a GgufError, quickly, and nothing
  * else ever escapes (no RangeError, no hang, no huge allocation).
  */
@@ -7,7 +7,7 @@ import t from "tap";
 import fc from "fast-check";
 import fs from "node:fs/promises";
 import path from "node:path";
-import { GgufError, readGgufMetadata, validateGguf } from "../../src/models/gguf.js";
+import { GgufError, readGgufMetadata, validateGguf } from "../../src/gguf/gguf.js";
 import { buildGguf, craftedCorpus, kv } from "../helpers/crafted-gguf.js";
 import { testGguf } from "../helpers/models.js";
 

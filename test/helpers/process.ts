@@ -25,9 +25,13 @@ export interface ForkedDaemon extends ForkedLmd {
   url: string;
 }
 
-/** Spawns `lmd <args>` with `env` over a minimal environment; killed on teardown if still running. */
-export function forkLmd(t: Test, args: string[], env: Record<string, string>): ForkedLmd {
-  const child = spawn(process.execPath, [MAIN, ...args], {
+/**
+ * Spawns `lmd <args>` with `env` over a minimal environment; killed on teardown if still running.
+ * `wrap` runs it through a command that execs it in place (e.g. `ip netns exec <ns>`).
+ */
+export function forkLmd(t: Test, args: string[], env: Record<string, string>, wrap: string[] = []): ForkedLmd {
+  const argv = [...wrap, process.execPath, MAIN, ...args];
+  const child = spawn(argv[0]!, argv.slice(1), {
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -87,8 +91,8 @@ export function forkLmd(t: Test, args: string[], env: Record<string, string>): F
 }
 
 /** Spawns `lmd serve` (one inference thread, no GPU) and waits until it listens unless told not to. */
-export async function forkDaemon(t: Test, env: Record<string, string>, options: { waitListening?: boolean } = {}): Promise<ForkedDaemon> {
-  const lmd = forkLmd(t, ["serve"], { SERVICE_THREADS: "1", SERVICE_GPU: "false", ...env });
+export async function forkDaemon(t: Test, env: Record<string, string>, options: { waitListening?: boolean; wrap?: string[] } = {}): Promise<ForkedDaemon> {
+  const lmd = forkLmd(t, ["serve"], { SERVICE_THREADS: "1", SERVICE_GPU: "false", ...env }, options.wrap);
   let url = "";
   if (options.waitListening !== false) {
     const listening = await lmd.waitForLog((l) => l.msg === "lmd listening");

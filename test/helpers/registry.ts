@@ -9,7 +9,10 @@
  * - `auth: true`: every `/v2/` request needs `Authorization: Bearer <token>`; otherwise 401 with
  *   `WWW-Authenticate: Bearer realm=".../token",service=...,scope=...`; `GET /token` issues one.
  * - Faults (`registry.faults`): cut a blob off after N bytes (`cut`), stall after N bytes
- *   (`stall`), serve wrong bytes (`corrupt`), answer a status (`failStatus`).
+ *   (`stall`, once or for good), serve wrong bytes (`corrupt`), answer a status (`failStatus`),
+ *   hang on manifests before or after the head (`manifestHang`), redirect blob GETs anywhere
+ *   (`redirectTo`, a hostile registry).
+ * - `address`: listen somewhere other than 127.0.0.1 (a private address of the test's own).
  * - Counters (`registry.stats`): bytes of each blob served, every blob request with its Range,
  *   host and Authorization header, token and manifest requests.
  *
@@ -40,11 +43,15 @@ export interface RegistryFaults {
   /** Destroy the connection after `bytes` bytes of this blob's body, `times` times (default 1). */
   cut?: { digest: string; bytes: number; times?: number };
   /** Send `bytes` bytes of this blob, then hang; `reached` resolves when they were written. */
-  stall?: { digest: string; bytes: number; reached?: () => void };
+  stall?: { digest: string; bytes: number; reached?: () => void; persist?: boolean };
   /** Serve this blob with its first byte changed. */
   corrupt?: string;
   /** Answer `status` to requests whose path matches, `times` times (default forever). */
   failStatus?: { path: RegExp; status: number; times?: number };
+  /** Manifest GETs: send the headers (declaring `length` bytes) and `bytes` bytes, then hang; no headers at all when `length` is undefined. */
+  manifestHang?: { length?: number; bytes?: number };
+  /** Blob GETs on the registry answer 307 to this URL instead of serving (a hostile redirect). */
+  redirectTo?: string;
 }
 
 export interface RegistryStats {
@@ -56,7 +63,7 @@ export interface RegistryStats {
 }
 
 export interface TestRegistry {
-  /** `http://127.0.0.1:<port>` of the registry. */
+  /** `http://127.0.0.1:<port>` of the registry (or the `address` option). */
   url: string;
   /** `127.0.0.1:<port>`: the host part of model names (`<host>/<ns>/<model>:<tag>`). */
   host: string;
@@ -83,6 +90,8 @@ export interface RegistryOptions {
   redirect?: boolean;
   /** Realm to announce instead of this registry's own `/token` (to test a foreign realm). */
   realm?: string;
+  /** Address both servers listen on (default 127.0.0.1). */
+  address?: string;
 }
 
 export const sha256 = (data: Buffer | string): string => `sha256:${createHash("sha256").update(data).digest("hex")}`;
@@ -131,7 +140,7 @@ export async function startTestRegistry(t: Test, options: RegistryOptions = {}):
         cut.times = (cut.times ?? 1) - 1;
         setTimeout(() => res.destroy(), 20); // let the bytes reach the client, then cut the connection
       } else {
-        faults.stall = undefined; // the next request is served normally
+        if (!stall?.persist) faults.stall = undefined; // the next request is served normally
         stalled.add(res);
         stall?.reached?.();
       }
@@ -172,6 +181,10 @@ export async function startTestRegistry(t: Test, options: RegistryOptions = {}):
     }
     if (kind === "manifests") return manifestRoute(req, res, `${repo}:${rest}`);
     if (kind === "blobs") {
+      if (faults.redirectTo && req.method === "GET") {
+        stats.blobRequests.push({ digest: rest, server: "registry", method: "GET", range: req.headers.range, authorization: req.headers.authorization });
+        return res.writeHead(307, { location: faults.redirectTo }).end();
+      }
       if (options.redirect && req.method === "GET") {
         stats.blobRequests.push({ digest: rest, server: "registry", method: "GET", range: req.headers.range, authorization: req.headers.authorization });
         res.writeHead(307, { location: `${blobUrl}/blobs/${rest}?sig=${randomBytes(4).toString("hex")}` });
@@ -190,6 +203,14 @@ export async function startTestRegistry(t: Test, options: RegistryOptions = {}):
       });
     }
     stats.manifestRequests++;
+    const hang = faults.manifestHang;
+    if (hang) {
+      stalled.add(res);
+      if (hang.length === undefined) return; // never answer
+      res.writeHead(200, { "content-type": MANIFEST_TYPE, "content-length": hang.length });
+      res.write(Buffer.alloc(hang.bytes ?? 0, 0x20));
+      return; // and hang
+    }
     const body = manifests.get(key);
     if (!body) return json(res, 404, { errors: [{ code: "MANIFEST_UNKNOWN", message: "manifest unknown" }] });
     res.writeHead(200, { "content-type": MANIFEST_TYPE, "content-length": body.length, "docker-content-digest": sha256(body) });
@@ -218,9 +239,10 @@ export async function startTestRegistry(t: Test, options: RegistryOptions = {}):
     return json(res, 405, { errors: [{ code: "UNSUPPORTED" }] });
   };
 
-  const listen = (server: http.Server) => new Promise<number>((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as AddressInfo).port)));
-  const host = `127.0.0.1:${await listen(registry)}`;
-  const blobUrl = `http://127.0.0.1:${await listen(blobHost)}`;
+  const address = options.address ?? "127.0.0.1";
+  const listen = (server: http.Server) => new Promise<number>((resolve) => server.listen(0, address, () => resolve((server.address() as AddressInfo).port)));
+  const host = `${address}:${await listen(registry)}`;
+  const blobUrl = `http://${address}:${await listen(blobHost)}`;
   const close = async () => {
     for (const res of stalled) res.destroy();
     registry.closeAllConnections();

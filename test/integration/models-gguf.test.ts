@@ -1,11 +1,11 @@
 /**
- * The bounded GGUF reader (src/models/gguf.ts) on a real file and on crafted ones: every bad
+ * The bounded GGUF reader (src/gguf/gguf.ts) on a real file and on crafted ones: every bad
  * count or length fails fast with a GgufError, never a hang, a crash or a huge allocation.
  */
 import t from "tap";
 import fs from "node:fs/promises";
 import path from "node:path";
-import { GgufError, readGgufMetadata } from "../../src/models/gguf.js";
+import { GgufError, readGgufMetadata } from "../../src/gguf/gguf.js";
 import { testGguf } from "../helpers/models.js";
 
 const u32 = (n: number) => { const b = Buffer.alloc(4); b.writeUInt32LE(n); return b; };

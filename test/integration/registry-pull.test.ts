@@ -8,7 +8,7 @@ import { createHash } from "node:crypto";
 import { existsSync, readdirSync } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
-import { REGISTRY_DEFAULTS } from "../../src/models/registry.js";
+import { REGISTRY_DEFAULTS } from "../../src/registry/client.js";
 import { assertError } from "../helpers/assert-error.js";
 import { postJson, readNdjson, startDaemon } from "../helpers/daemon.js";
 import { testGguf } from "../helpers/models.js";
@@ -156,24 +156,29 @@ t.test("a manifest naming a digest like sha256:../../x is refused, nothing writt
     layers: [{ mediaType: MODEL, digest: "sha256:../../x", size: 5 }],
   });
   const { url } = await startDaemon(t, { env: { SERVICE_MODELS: root }, models: [] });
-  const res = await postJson(`${url}/api/pull`, { model: `${reg.host}/library/evil`, insecure: true });
-  await assertError(t, res, 500, "invalid manifest: invalid digest 'sha256:../../x'");
+  const res = await postJson(`${url}/api/pull`, { model: `${reg.host}/library/evil`, insecure: true, stream: false });
+  await assertError(t, res, 500, "pull model manifest: invalid manifest: invalid digest 'sha256:../../x'");
   t.same(readdirSync(parent), ["store"], "nothing outside the store");
   t.same(storeFiles(root), [], "no blob written");
   t.same(reg.stats.blobRequests, [], "no blob requested");
 });
 
-t.test("registry errors keep their status before the stream starts", async (t) => {
+t.test("registry errors: their status without streaming, the stream's last line after `pulling manifest` with it", async (t) => {
   const reg = await startTestRegistry(t, { auth: true, realm: "http://127.0.0.2:9/token" });
   await addTiny(reg);
   const { url } = await startDaemon(t, { models: [] });
-  await assertError(t, await postJson(`${url}/api/pull`, { model: `${reg.host}/library/tiny`, insecure: true }), 500, `registry authentication realm 'http://127.0.0.2:9' is not on host '${reg.host}'`);
+  const pull = (body: Record<string, unknown>) => postJson(`${url}/api/pull`, { stream: false, ...body });
+  await assertError(t, await pull({ model: `${reg.host}/library/tiny`, insecure: true }), 500, `pull model manifest: registry authentication realm 'http://127.0.0.2:9' is not on host '${reg.host}'`);
   t.equal(reg.stats.tokenRequests, 0);
 
   const open = await startTestRegistry(t);
-  await assertError(t, await postJson(`${url}/api/pull`, { model: `${open.host}/library/none`, insecure: true }), 404, `model '${open.host}/library/none:latest' not found in the registry`);
+  await assertError(t, await pull({ model: `${open.host}/library/none`, insecure: true }), 404, `model '${open.host}/library/none:latest' not found in the registry`);
+  t.same(await readNdjson(await postJson(`${url}/api/pull`, { model: `${open.host}/library/none`, insecure: true })), [
+    { status: "pulling manifest" },
+    { error: `model '${open.host}/library/none:latest' not found in the registry` },
+  ]);
   await assertError(t, await postJson(`${url}/api/pull`, {}), 400, "model is required");
   await assertError(t, await postJson(`${url}/api/pull`, { model: "a/../b" }), 400, "invalid model name 'a/../b'");
   open.faults.failStatus = { path: /manifests/, status: 503 };
-  await assertError(t, await postJson(`${url}/api/pull`, { model: `${open.host}/library/none`, insecure: true }), 500, /^cannot reach registry|status 503/);
+  await assertError(t, await pull({ model: `${open.host}/library/none`, insecure: true }), 500, `pull model manifest: registry ${open.host} answered status 503`);
 });

@@ -6,7 +6,7 @@ import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import t from "tap";
-import { ModelStore } from "../../src/models/store.js";
+import { ModelStore } from "../../src/store/store.js";
 import { installTestModels } from "../helpers/models.js";
 import { forkDaemon, MAIN } from "../helpers/process.js";
 

@@ -37,6 +37,7 @@ t.test("every variable has its documented default", async (t) => {
   t.equal(c.numParallel, 1);
   t.equal(c.maxLoadedModels, 0);
   t.equal(c.maxQueue, 512);
+  t.equal(c.maxPredict, 0, "SERVICE_MAX_PREDICT: 0 = auto (4 x num_ctx)");
   t.equal(c.contextLength, 4096);
   t.same(c.origins, []);
   t.same(c.allowedHosts, []);
@@ -45,14 +46,24 @@ t.test("every variable has its documented default", async (t) => {
   t.equal(c.logDir, undefined);
   t.equal(c.shutdownTimeoutMs, 30_000);
   t.equal(c.loadTimeoutMs, 5 * 60_000);
-  t.ok(Number.isInteger(c.threads) && c.threads >= 1, "threads default to the physical cores");
+  t.equal(c.writeTimeoutMs, 30_000);
+  t.equal(c.threads, undefined, "threads are chosen per load unless set");
   t.equal(c.gpu, "auto");
+  t.equal(c.modelsConfig, undefined);
+  t.equal(c.truncate, true, "prompts over the context are truncated unless told otherwise");
   t.ok(Object.isFrozen(c), "config is frozen");
   t.same(Object.keys(VARIABLES).sort(), [
     "SERVICE_ALLOWED_HOSTS", "SERVICE_CONTEXT_LENGTH", "SERVICE_GPU", "SERVICE_HOST", "SERVICE_KEEP_ALIVE", "SERVICE_LOAD_TIMEOUT",
-    "SERVICE_LOG_DIR", "SERVICE_LOG_LEVEL", "SERVICE_MAX_BODY", "SERVICE_MAX_LOADED_MODELS", "SERVICE_MAX_QUEUE", "SERVICE_MODELS",
-    "SERVICE_NUM_PARALLEL", "SERVICE_ORIGINS", "SERVICE_SHUTDOWN_TIMEOUT", "SERVICE_THREADS",
+    "SERVICE_LOG_DIR", "SERVICE_LOG_LEVEL", "SERVICE_MAX_BODY", "SERVICE_MAX_LOADED_MODELS", "SERVICE_MAX_PREDICT", "SERVICE_MAX_QUEUE", "SERVICE_MODELS",
+    "SERVICE_MODELS_CONFIG", "SERVICE_NUM_PARALLEL", "SERVICE_ORIGINS", "SERVICE_SHUTDOWN_TIMEOUT", "SERVICE_THREADS", "SERVICE_TRUNCATE",
+    "SERVICE_WRITE_TIMEOUT",
   ]);
+});
+
+t.test("SERVICE_TRUNCATE is a boolean in any of the usual spellings", async (t) => {
+  for (const v of ["1", "true", "YES", "On"]) t.equal(loadConfig({ SERVICE_TRUNCATE: v }).truncate, true, v);
+  for (const v of ["0", "false", "No", "OFF"]) t.equal(loadConfig({ SERVICE_TRUNCATE: v }).truncate, false, v);
+  t.throws(() => loadConfig({ SERVICE_TRUNCATE: "maybe" }), /SERVICE_TRUNCATE: 'maybe' is not a boolean/);
 });
 
 t.test("values are parsed", async (t) => {
@@ -121,4 +132,64 @@ t.test("durations and sizes", async (t) => {
   t.equal(parseSize("2kb"), 2000);
   t.equal(parseSize("100"), 100);
   t.equal(parseSize("1 furlong"), undefined);
+});
+
+// Issue 14, items 7–9: habits from systemd and Ollama.
+t.test("booleans accept 1/0/true/false/yes/no/on/off in any case (daemon and gateway)", async (t) => {
+  const { loadGatewayConfig } = await import("../../src/gateway/config.js");
+  const base = { GATEWAY_API_KEYS: "k", GATEWAY_HOST: "127.0.0.1:1" };
+  for (const v of ["1", "true", "TRUE", "yes", "Yes", "on", "ON"]) {
+    t.equal(loadGatewayConfig({ ...base, GATEWAY_ALLOW_PLAINTEXT: v }).tls, undefined, `GATEWAY_ALLOW_PLAINTEXT=${v} allows plaintext`);
+  }
+  for (const v of ["0", "false", "No", "off", "OFF"]) {
+    t.throws(() => loadGatewayConfig({ ...base, GATEWAY_ALLOW_PLAINTEXT: v }), { name: "ConfigError" }, `GATEWAY_ALLOW_PLAINTEXT=${v} is false`);
+  }
+  t.throws(() => loadGatewayConfig({ ...base, GATEWAY_ALLOW_PLAINTEXT: "maybe" }), { name: "ConfigError", variable: "GATEWAY_ALLOW_PLAINTEXT" });
+  for (const v of ["0", "no", "OFF", "False"]) t.equal(loadConfig({ SERVICE_GPU: v }).gpu, false, `SERVICE_GPU=${v}`);
+  for (const v of ["1", "yes", "On"]) t.equal(loadConfig({ SERVICE_GPU: v }).gpu, "auto", `SERVICE_GPU=${v}`);
+});
+
+t.test("~ in SERVICE_MODELS is the home directory", async (t) => {
+  t.equal(loadConfig({ HOME: "/home/u", SERVICE_MODELS: "~/.ollama/models" }).models, "/home/u/.ollama/models");
+  t.equal(loadConfig({ HOME: "/home/u", SERVICE_MODELS: "~" }).models, "/home/u");
+  t.equal(loadConfig({ HOME: "/home/u", OLLAMA_MODELS: "~/m" }).models, "/home/u/m", "through the alias too");
+  t.equal(loadConfig({ HOME: "/home/u", SERVICE_MODELS: "/srv/~x" }).models, "/srv/~x");
+});
+
+t.test("Ollama's variables are aliases when the SERVICE_* one is unset", async (t) => {
+  const c = loadConfig({
+    OLLAMA_HOST: "127.0.0.1:21434", OLLAMA_MODELS: "/o", OLLAMA_KEEP_ALIVE: "1h", OLLAMA_NUM_PARALLEL: "3", OLLAMA_MAX_LOADED_MODELS: "2",
+    OLLAMA_MAX_QUEUE: "7", OLLAMA_CONTEXT_LENGTH: "2048", OLLAMA_ORIGINS: "https://a.example", OLLAMA_LOAD_TIMEOUT: "2m", OLLAMA_DEBUG: "1",
+  });
+  t.same(c.listen, { host: "127.0.0.1", port: 21434 });
+  t.equal(c.models, "/o");
+  t.equal(c.keepAliveMs, 3_600_000);
+  t.equal(c.numParallel, 3);
+  t.equal(c.maxLoadedModels, 2);
+  t.equal(c.maxQueue, 7);
+  t.equal(c.contextLength, 2048);
+  t.same(c.origins, ["https://a.example"]);
+  t.equal(c.loadTimeoutMs, 120_000);
+  t.equal(c.logLevel, "debug");
+  const s = loadConfig({ OLLAMA_HOST: "127.0.0.1:21434", SERVICE_HOST: "127.0.0.1:5", OLLAMA_DEBUG: "0" });
+  t.same(s.listen, { host: "127.0.0.1", port: 5 }, "SERVICE_* wins");
+  t.equal(s.logLevel, "info", "OLLAMA_DEBUG=0 changes nothing");
+  t.throws(() => loadConfig({ OLLAMA_NUM_PARALLEL: "x" }), { name: "ConfigError", variable: "SERVICE_NUM_PARALLEL" });
+});
+
+t.test("only the environment passed in is read, never process.env behind it", async (t) => {
+  // env-schema merges process.env by default: an empty SERVICE_THREADS= in the daemon's own
+  // environment was read as "" and refused ("must be integer") though the argument had no such key.
+  const saved = { threads: process.env.SERVICE_THREADS, gpu: process.env.SERVICE_GPU };
+  process.env.SERVICE_THREADS = "";
+  process.env.SERVICE_GPU = "metal";
+  t.teardown(() => {
+    for (const [k, v] of [["SERVICE_THREADS", saved.threads], ["SERVICE_GPU", saved.gpu]] as const) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
+  const c = loadConfig({});
+  t.equal(c.threads, undefined);
+  t.equal(c.gpu, "auto");
 });

@@ -45,3 +45,10 @@ t.test("docs/errors.md lists every message shape of the error classes", async (t
     t.ok(text.includes(`| ${status} |`) && text.includes(message), `${status} ${message}`);
   }
 });
+
+t.test("docs/configuration.md lists every Ollama alias", async (t) => {
+  const { ALIASES } = await import("../../src/config.js");
+  const text = await doc("configuration.md");
+  const rows = [...text.matchAll(/^\| `(OLLAMA_[A-Z_]+)` \| `(SERVICE_[A-Z_]+)`/gm)].map((m) => [m[1], m[2]]);
+  t.same(rows.sort(), Object.entries(ALIASES).map(([a, { variable }]) => [a, variable]).sort());
+});

@@ -7,7 +7,7 @@ import t from "tap";
 import { Scheduler } from "../../src/scheduler/scheduler.js";
 import { availableRam, shortfall } from "../../src/scheduler/memory.js";
 import { silentLogger } from "../../src/logger.js";
-import type { ResolvedModel } from "../../src/models/store.js";
+import type { ResolvedModel } from "../../src/store/store.js";
 import type { Runner, RunnerOptions } from "../../src/runner/client.js";
 import type { LoadSpec, MemoryEstimate } from "../../src/runner/protocol.js";
 
