@@ -45,6 +45,8 @@ export interface ShowResponse {
   template: string;
   system?: string;
   license?: string;
+  /** The model's MESSAGE lines, in front of every chat (omitted when there are none, as Ollama). */
+  messages?: CreateMessage[];
   details: ModelDetails;
   model_info: Record<string, unknown>;
   capabilities: Capability[];

@@ -109,15 +109,15 @@ export interface ChatOutput {
 
 /**
  * Runs a chat on the target's model: through its Go template when it has one (rendered here, as
- * Ollama does), else through the GGUF's chat template in the runner. The model's SYSTEM prompt
- * comes first unless the messages bring their own. `think` on a model without thoughts is a 400.
+ * Ollama does), else through the GGUF's chat template in the runner. The model's SYSTEM and
+ * MESSAGE lines come first (`conversation`). `think` on a model without thoughts is a 400.
  */
 export function runChat(services: Services, ctx: RequestContext, target: Target, call: ChatCall, on: ChatCallbacks): Promise<ChatOutput> {
   const { opts, model } = target;
   const t = model.template ? goTemplate(model.template) : undefined;
   return withLease(services, ctx, target, async (lease) => {
     if (t) {
-      const tc = { name: target.name, system: model.system, opts, ...call, truncate: call.truncate ?? services.config.truncate };
+      const tc = { name: target.name, opts, ...call, turns: conversation(model, call.turns), truncate: call.truncate ?? services.config.truncate };
       if (opts.maxTokens === 0) {
         effectiveThink(t, target.name, call.think); // the 400 comes first, as in a real run
         return { loadNs: lease.loadNs, result: { toolCalls: [], stats: emptyStats("length") } };
@@ -127,7 +127,7 @@ export function runChat(services: Services, ctx: RequestContext, target: Target,
     const think = call.think === undefined ? undefined : call.think !== false;
     if (think === true && !lease.runner.info.thinking) throw new BadRequestError(`"${target.name}" does not support thinking`);
     if (opts.maxTokens === 0) return { loadNs: lease.loadNs, result: { toolCalls: [], stats: emptyStats("length") } };
-    const job = { turns: withSystem(model.system, call.turns), sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar: call.grammar, tools: call.tools, toolChoice: call.toolChoice, think, logprobs: call.logprobs, truncate: call.truncate ?? services.config.truncate };
+    const job = { turns: conversation(model, call.turns), sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar: call.grammar, tools: call.tools, toolChoice: call.toolChoice, think, logprobs: call.logprobs, truncate: call.truncate ?? services.config.truncate };
     const result = await lease.runner.chat(job, on, ctx.signal);
     return { loadNs: lease.loadNs, result };
   });
@@ -137,7 +137,7 @@ export function runChat(services: Services, ctx: RequestContext, target: Target,
 export async function renderChat(services: Services, ctx: RequestContext, target: Target, call: ChatCall): Promise<string> {
   const { model } = target;
   const t = model.template ? goTemplate(model.template) : undefined;
-  const tc = { name: target.name, system: model.system, opts: target.opts, ...call };
+  const tc = { name: target.name, opts: target.opts, ...call, turns: conversation(model, call.turns) };
   if (t) {
     // A Go template renders here; the model is loaded only if its tokenizer must cut the history.
     const numCtx = target.opts.numCtx ?? numberParam(model.params.num_ctx) ?? services.config.contextLength;
@@ -149,12 +149,17 @@ export async function renderChat(services: Services, ctx: RequestContext, target
   }
   return withLease(services, ctx, target, async (lease) => {
     if (t) return (await renderTemplateChat(runtimeOf(lease), t, tc)).prompt;
-    return lease.runner.render({ turns: withSystem(model.system, call.turns), tools: call.toolChoice === "none" ? undefined : call.tools }, ctx.signal);
+    return lease.runner.render({ turns: conversation(model, call.turns), tools: call.toolChoice === "none" ? undefined : call.tools }, ctx.signal);
   });
 }
 
-function withSystem(system: string | undefined, turns: ChatTurn[]): ChatTurn[] {
-  return system && !turns.some((t) => t.role === "system") ? [{ role: "system", content: system }, ...turns] : turns;
+/**
+ * What a chat evaluates, as Ollama's ChatHandler composes it: the model's MESSAGE lines, then the
+ * request's messages; the model's SYSTEM first unless the request opens with a system message.
+ */
+export function conversation(model: Pick<ResolvedModel, "system" | "messages">, turns: ChatTurn[]): ChatTurn[] {
+  const all = [...model.messages, ...turns];
+  return model.system && turns[0]?.role !== "system" ? [{ role: "system", content: model.system }, ...all] : all;
 }
 
 function numberParam(v: unknown): number | undefined {
@@ -167,11 +172,11 @@ export function countChatTokens(services: Services, ctx: RequestContext, target:
   const t = model.template ? goTemplate(model.template) : undefined;
   return withLease(services, ctx, target, async (lease) => {
     if (t) {
-      const { prompt } = await renderTemplateChat(runtimeOf(lease), t, { name: target.name, system: model.system, opts, ...call });
+      const { prompt } = await renderTemplateChat(runtimeOf(lease), t, { name: target.name, opts, ...call, turns: conversation(model, call.turns) });
       return (await lease.runner.tokenize(prompt, ctx.signal)).length;
     }
     const think = call.think === undefined ? undefined : call.think !== false;
-    const job = { turns: withSystem(model.system, call.turns), sampling: opts.sampling, stop: [], tools: call.tools, toolChoice: call.toolChoice, think, countOnly: true };
+    const job = { turns: conversation(model, call.turns), sampling: opts.sampling, stop: [], tools: call.tools, toolChoice: call.toolChoice, think, countOnly: true };
     const result = await lease.runner.chat(job, { onChunk: () => undefined }, ctx.signal);
     return result.stats.promptTokens;
   });

@@ -1,8 +1,8 @@
 /**
  * The prompt `/api/generate` evaluates, made as Ollama's GenerateHandler makes it: raw text; a Go
  * template (the request's `template`, else the model's) with Prompt+Suffix for fill-in-the-middle,
- * else the system and the prompt as messages (through chatPrompt's truncation when the template is
- * the model's); or, for a model without a Go template, the GGUF chat template in the runner.
+ * else the system, the model's MESSAGE lines and the prompt as messages (through chatPrompt's
+ * truncation when the template is the model's); or, for a model without a Go template, the GGUF chat template in the runner.
  */
 import type { GenerateRequest } from "../api/types.js";
 import { BadRequestError } from "../errors.js";
@@ -40,15 +40,17 @@ export async function generatePrompt(body: GenerateRequest, model: ResolvedModel
   const context = body.context?.length ? body.context : undefined;
   if (body.raw) return { prompt: { kind: "text", text: body.prompt, context }, template: undefined, think: body.think };
   const system = body.system || model.system;
+  // The model's MESSAGE lines go between the system and the prompt unless a context continues a conversation (as Ollama).
+  const preamble = context ? [] : model.messages;
   if (!t) {
     const info = rt.info ?? { hasChatTemplate: false };
     if (body.think !== undefined && body.think !== false && !info.thinking) throw new BadRequestError(`"${body.model}" does not support thinking`);
-    const turns = [...(system ? [{ role: "system" as const, content: system }] : []), { role: "user" as const, content: body.prompt }];
+    const turns = [...(system ? [{ role: "system" as const, content: system }] : []), ...preamble, { role: "user" as const, content: body.prompt }];
     if (info.hasChatTemplate) return { prompt: { kind: "chat", turns, context }, template: undefined, think: body.think };
     return { prompt: { kind: "text", text: system ? `${system}\n\n${body.prompt}` : body.prompt, context }, template: undefined, think: body.think };
   }
   const think = effectiveThink(t, body.model, body.think);
-  const messages: OllamaMessage[] = [...(system ? [{ role: "system", content: system }] : []), { role: "user", content: body.prompt }];
+  const messages: OllamaMessage[] = [...(system ? [{ role: "system", content: system }] : []), ...preamble, { role: "user", content: body.prompt }];
   let text: string;
   if (body.suffix) text = renderOllama(t, { messages: [], prompt: body.prompt, suffix: body.suffix, ...thinkValues(think) });
   else if (body.template) text = renderOllama(t, { messages, ...thinkValues(think) });

@@ -1,7 +1,6 @@
 /**
- * Chat through a Go template, as Ollama's ChatHandler does it for template models: the model's
- * SYSTEM first (unless the messages open with one), rendered by chatPrompt (history truncated to
- * the context), evaluated by the runner as text with special tokens, and the output split into
+ * Chat through a Go template, as Ollama's ChatHandler does it for template models: the
+ * conversation rendered by chatPrompt (history truncated to the context), evaluated by the runner as text with special tokens, and the output split into
  * thinking, content and tool calls.
  */
 import { BadRequestError } from "../errors.js";
@@ -17,8 +16,8 @@ import { OutputSplitter, templateThinks, toApiTools, toMessages } from "./prompt
 export interface TemplateChat {
   /** The name as the client wrote it (for the thinking error). */
   name: string;
-  system: string | undefined;
   opts: ResolvedOptions;
+  /** The whole conversation (the model's SYSTEM and MESSAGE lines included: `conversation`). */
   turns: ChatTurn[];
   tools?: ToolSpec[] | undefined;
   toolChoice?: ToolChoice | undefined;
@@ -66,9 +65,7 @@ export async function renderTemplateChat(rt: PromptRuntime, t: Template, call: T
   const tools = call.toolChoice === "none" ? undefined : call.tools;
   // Ollama's tools capability: the template must show `.Tools` to the model.
   if (tools?.length && !t.vars().has("tools")) throw new BadRequestError(`model '${call.name}' does not support tools`);
-  let turns = call.turns;
-  if (call.system && turns[0]?.role !== "system") turns = [{ role: "system", content: call.system }, ...turns];
-  const input = { messages: toMessages(turns), tools: toApiTools(tools), think, numCtx: rt.contextSize, tokenize: (text: string) => rt.tokenize(text), truncate: call.truncate };
+  const input = { messages: toMessages(call.turns), tools: toApiTools(tools), think, numCtx: rt.contextSize, tokenize: (text: string) => rt.tokenize(text), truncate: call.truncate };
   const { prompt, dropped } = await chatPrompt(t, input);
   // The tokens the dropped messages took: the whole history's prompt less the one kept (reported as truncated_tokens).
   const droppedTokens = dropped > 0 ? Math.max(0, (await rt.tokenize((await chatPrompt(t, { ...input, truncate: false })).prompt)).length - (await rt.tokenize(prompt)).length) : 0;

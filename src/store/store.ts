@@ -64,7 +64,28 @@ export interface ResolvedModel {
   params: Record<string, unknown>;
   template: string | undefined;
   system: string | undefined;
+  /** The MESSAGE lines (messages layer): a conversation put in front of every chat, as Ollama does. */
+  messages: ModelMessage[];
   modifiedAt: Date;
+}
+
+export interface ModelMessage {
+  role: "system" | "user" | "assistant";
+  content: string;
+}
+
+/** A messages layer: a JSON array of `{role, content}` (what `/api/create` and MESSAGE lines store). */
+function parseMessages(text: string, model: string): ModelMessage[] {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    value = undefined;
+  }
+  const valid = (m: unknown): m is ModelMessage =>
+    typeof m === "object" && m !== null && ["system", "user", "assistant"].includes((m as ModelMessage).role) && typeof (m as ModelMessage).content === "string";
+  if (!Array.isArray(value) || !value.every(valid)) throw new ModelLoadError(model, "invalid messages layer");
+  return value.map((m) => ({ role: m.role, content: m.content }));
 }
 
 const DIGEST = /^sha256:([a-f0-9]{64})$/;
@@ -140,10 +161,11 @@ export class ModelStore {
     if (!modelLayer) throw new ModelNotFoundError(printable(input));
     const modelPath = await this.insideStore(this.blobPath(modelLayer.digest));
     const adapterPaths = await Promise.all(manifest.layers.filter((l) => l.mediaType === MEDIA.adapter).map((l) => this.insideStore(this.blobPath(l.digest))));
-    const [params, template, system] = await Promise.all([
+    const [params, template, system, messages] = await Promise.all([
       this.readLayerJson(manifest, MEDIA.params),
       this.readLayerText(manifest, MEDIA.template),
       this.readLayerText(manifest, MEDIA.system),
+      this.readLayerText(manifest, MEDIA.messages),
     ]).catch((err: unknown) => {
       if (err instanceof LayerTooLargeError) throw new ModelLoadError(printable(input), err.message, err);
       throw err;
@@ -160,6 +182,7 @@ export class ModelStore {
       params: params ?? {},
       template,
       system,
+      messages: messages === undefined ? [] : parseMessages(messages, printable(input)),
       modifiedAt: stat.mtime,
     };
   }
