@@ -42,9 +42,24 @@ export interface RunnerOptions {
 /** Receives generated text as it comes, with its tokens' logprobs when the job asked for them. */
 export type OnChunk = (text: string, logprobs?: TokenLogprob[]) => void;
 
+/**
+ * Backpressure of whoever takes a job's output (issue 13 item 8): a streaming response whose
+ * socket does not drain. Checked after each chunk is handed on; while `blocked`, the runner
+ * computes no further token of that job (runner/flow.ts).
+ */
+export interface OutputFlow {
+  /** True while the consumer can take no more (its socket's buffer is full). */
+  readonly blocked: boolean;
+  /** Calls `then` once, when the consumer can take more again or is gone. */
+  whenReady(then: () => void): void;
+}
+
 interface PendingJob {
   onChunk: OnChunk;
   onThinking?: ((text: string) => void) | undefined;
+  flow?: OutputFlow | undefined;
+  /** A `pause` was sent and its `resume` not yet. */
+  paused?: boolean;
   /** Receives the job's result: GenerateStats, ChatResult or EmbedResult by job type. */
   resolve: (result: unknown) => void;
   reject: (err: Error) => void;
@@ -99,14 +114,17 @@ export class Runner {
     return new Runner(child, info, options);
   }
 
-  /** Runs one generation; `onChunk` receives text as it is produced. Aborting `signal` cancels it. */
-  generate(job: GenerateJob, onChunk: OnChunk, signal?: AbortSignal): Promise<GenerateStats> {
-    return this.run<GenerateStats>((id) => ({ type: "generate", id, job }), { onChunk }, signal);
+  /**
+   * Runs one generation; `onChunk` receives text as it is produced. Aborting `signal` cancels it;
+   * while `flow` is blocked the generation pauses.
+   */
+  generate(job: GenerateJob, onChunk: OnChunk, signal?: AbortSignal, flow?: OutputFlow): Promise<GenerateStats> {
+    return this.run<GenerateStats>((id) => ({ type: "generate", id, job }), { onChunk, flow }, signal);
   }
 
   /** Runs one chat job; content and thought text arrive through the callbacks as they are produced. */
-  chat(job: ChatJob, on: { onChunk: OnChunk; onThinking?: (text: string) => void }, signal?: AbortSignal): Promise<ChatResult> {
-    return this.run<ChatResult>((id) => ({ type: "chat", id, job }), on, signal);
+  chat(job: ChatJob, on: { onChunk: OnChunk; onThinking?: (text: string) => void }, signal?: AbortSignal, flow?: OutputFlow): Promise<ChatResult> {
+    return this.run<ChatResult>((id) => ({ type: "chat", id, job }), { ...on, flow }, signal);
   }
 
   /** Computes one raw embedding vector per input. */
@@ -135,7 +153,7 @@ export class Runner {
   }
 
   /** Sends a job and settles with its result; aborting `signal` cancels it in the child. */
-  private run<T>(message: (id: number) => ToRunner, on: Pick<PendingJob, "onChunk" | "onThinking">, signal: AbortSignal | undefined): Promise<T> {
+  private run<T>(message: (id: number) => ToRunner, on: Pick<PendingJob, "onChunk" | "onThinking" | "flow">, signal: AbortSignal | undefined): Promise<T> {
     if (this.exited) return Promise.reject(new ModelRunError("the model runner is not running"));
     const id = this.nextId++;
     const msg = message(id);
@@ -183,6 +201,7 @@ export class Runner {
     switch (msg.type) {
       case "chunk":
         this.jobs.get(msg.id)?.onChunk(msg.text, msg.logprobs);
+        this.holdIfBlocked(msg.id);
         break;
       case "done":
         this.onStats?.(msg.stats);
@@ -191,6 +210,7 @@ export class Runner {
         break;
       case "thinking":
         this.jobs.get(msg.id)?.onThinking?.(msg.text);
+        this.holdIfBlocked(msg.id);
         break;
       case "chat-done":
       case "embedded":
@@ -214,6 +234,22 @@ export class Runner {
       default:
         break;
     }
+  }
+
+  /**
+   * After output was handed on: if its consumer is now blocked, pauses the job in the child until
+   * the consumer is ready. What the parent buffers per job is then bounded by the chunks already
+   * on their way when the pause arrives (a token or two), not by how long the model runs.
+   */
+  private holdIfBlocked(id: number): void {
+    const job = this.jobs.get(id);
+    if (!job?.flow?.blocked || job.paused) return;
+    job.paused = true;
+    this.send({ type: "pause", id });
+    job.flow.whenReady(() => {
+      job.paused = false;
+      if (this.jobs.get(id) === job) this.send({ type: "resume", id });
+    });
   }
 
   private onExit(code: number | null, signal: NodeJS.Signals | null): void {

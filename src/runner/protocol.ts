@@ -253,6 +253,10 @@ export type ToRunner =
   | { type: "detokenize"; id: number; tokens: number[] }
   | { type: "rank"; id: number; job: RankJob }
   | { type: "cancel"; id: number }
+  /** Backpressure (runner/flow.ts): the job's client takes no more output for now; compute no further token. */
+  | { type: "pause"; id: number }
+  /** The client drains again: go on where the job paused. */
+  | { type: "resume"; id: number }
   | { type: "unload" };
 
 /** corrupt: bad model file; memory: does not fit; invalid: the request cannot be served (a bad JSON Schema); other: anything else. */
