@@ -143,9 +143,8 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
   let chat: LlamaChat | undefined;
   let recorder: LogprobRecorder | undefined;
   try {
-    const grammar = await rt.grammarFor(l, job.grammar).catch((err: unknown) => {
-      throw new JobFailure("invalid", `invalid format schema: ${rt.clientSafe(err)}`);
-    });
+    // The template renders first, before anything is awaited: the parent's render budget times
+    // from sending the job until `prompt-ready` (runner/render-budget.ts).
     const functions = functionsOf(job);
     if (typeof job.toolChoice === "object" && functions && Object.keys(functions).length === 0) throw new JobFailure("invalid", `tool '${job.toolChoice.name}' is not among the tools`);
     const forced = functions !== undefined && (job.toolChoice === "required" || typeof job.toolChoice === "object");
@@ -160,6 +159,10 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     const { history, tokens } = fitHistory(base, l.model, full, fullTokens, functions, limit);
     // What still does not fit (one turn longer than the context) LlamaChat cuts from its front.
     const truncatedTokens = fullTokens.length - tokens.length + Math.max(0, tokens.length - limit);
+    rt.send({ type: "prompt-ready", id });
+    const grammar = await rt.grammarFor(l, job.grammar).catch((err: unknown) => {
+      throw new JobFailure("invalid", `invalid format schema: ${rt.clientSafe(err)}`);
+    });
     const picked = rt.takeSlot(l, tokens);
     if (!picked) throw new JobFailure("other", "no free slot in the runner");
     slot = picked.slot;

@@ -248,13 +248,16 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
   let slot: Slot | undefined;
   let recorder: LogprobRecorder | undefined;
   try {
+    // A chat prompt renders first, before anything is awaited: the parent's render budget times
+    // from sending the job until `prompt-ready` (runner/render-budget.ts).
+    const { tokens: all, stopTriggers } = promptTokens(l, job);
+    if (job.prompt.kind === "chat") send({ type: "prompt-ready", id });
     let grammar: LlamaGrammar | undefined;
     try {
       grammar = await grammarFor(l, job.grammar);
     } catch (err) {
       return send({ type: "failed", id, kind: "invalid", message: `invalid format schema: ${clientSafe(err)}` });
     }
-    const { tokens: all, stopTriggers } = promptTokens(l, job);
     const bos = l.model.tokens.bos;
     const hasBos = bos !== null && l.model.tokens.shouldPrependBosToken;
     const contextSize = l.context.contextSize;

@@ -267,6 +267,8 @@ export type FromRunner =
   /** Sent before loading anything; the child waits for `admit` (or is stopped). */
   | { type: "estimate"; estimate: MemoryEstimate }
   | { type: "loaded"; info: RunnerInfo }
+  /** The job's prompt was rendered with the model's chat template (the parent's render budget stops: runner/render-budget.ts). */
+  | { type: "prompt-ready"; id: number }
   | { type: "load-failed"; kind: RunnerFailureKind; message: string }
   /** `logprobs`: one per token of `text`, when the job asked for them. */
   | { type: "chunk"; id: number; text: string; logprobs?: TokenLogprob[] | undefined }
