@@ -88,6 +88,7 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
     threads: config.threads,
     gpu: config.gpu,
     loadTimeoutMs: config.loadTimeoutMs,
+    renderTimeoutMs: config.renderTimeoutMs,
     ...(deps.startRunner ? { startRunner: deps.startRunner } : {}),
     onJobStats: metrics.onJobStats,
     policy: () => policy,

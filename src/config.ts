@@ -45,6 +45,8 @@ export interface Config {
   loadTimeoutMs: number;
   /** A streaming response whose client takes nothing for this long is ended (issue 13 item 8). */
   writeTimeoutMs: number;
+  /** A runner whose chat template has not rendered a request's prompt after this long is restarted (issue 13 item 15). */
+  renderTimeoutMs: number;
   /** undefined = chosen per load from the free cores (src/cpu.ts). */
   threads: number | undefined;
   gpu: GpuMode;
@@ -73,6 +75,7 @@ export const VARIABLES = {
   SERVICE_SHUTDOWN_TIMEOUT: { default: "30s", meaning: "grace period for in-flight requests on SIGTERM" },
   SERVICE_LOAD_TIMEOUT: { default: "5m", meaning: "a model load making no progress this long is abandoned (500)" },
   SERVICE_WRITE_TIMEOUT: { default: "30s", meaning: "a streaming response whose client reads nothing this long is ended, freeing its slot" },
+  SERVICE_RENDER_TIMEOUT: { default: "10s", meaning: "a model's own (Jinja) chat template that has not rendered a request's prompt this long: its runner is restarted and the request answered 400" },
   SERVICE_THREADS: { default: "", meaning: "CPU threads for inference; unset = the physical cores free when a model loads" },
   SERVICE_GPU: { default: "auto", meaning: "auto, cuda, vulkan or false" },
   SERVICE_MAX_PREDICT: { default: "0", meaning: "server-side cap on generated tokens per request; 0 = 4 x the request's context length; num_predict below it still wins" },
@@ -102,6 +105,7 @@ const schema = {
     SERVICE_SHUTDOWN_TIMEOUT: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_SHUTDOWN_TIMEOUT.default },
     SERVICE_LOAD_TIMEOUT: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_LOAD_TIMEOUT.default },
     SERVICE_WRITE_TIMEOUT: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_WRITE_TIMEOUT.default },
+    SERVICE_RENDER_TIMEOUT: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_RENDER_TIMEOUT.default },
     SERVICE_THREADS: { type: "integer", minimum: 1, maximum: 1024 },
     SERVICE_GPU: { type: "string", enum: ["auto", "cuda", "vulkan", "false"], default: "auto" },
     SERVICE_MAX_PREDICT: { type: "integer", minimum: 0, maximum: 100_000_000, default: 0 },
@@ -126,6 +130,7 @@ interface RawEnv {
   SERVICE_SHUTDOWN_TIMEOUT: string;
   SERVICE_LOAD_TIMEOUT: string;
   SERVICE_WRITE_TIMEOUT: string;
+  SERVICE_RENDER_TIMEOUT: string;
   SERVICE_THREADS?: number;
   SERVICE_GPU: string;
   SERVICE_MAX_PREDICT: number;
@@ -168,6 +173,7 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
     shutdownTimeoutMs: timerDuration("SERVICE_SHUTDOWN_TIMEOUT", nonNegative("SERVICE_SHUTDOWN_TIMEOUT", durationOf("SERVICE_SHUTDOWN_TIMEOUT", raw.SERVICE_SHUTDOWN_TIMEOUT))),
     loadTimeoutMs: timerDuration("SERVICE_LOAD_TIMEOUT", positive("SERVICE_LOAD_TIMEOUT", durationOf("SERVICE_LOAD_TIMEOUT", raw.SERVICE_LOAD_TIMEOUT))),
     writeTimeoutMs: timerDuration("SERVICE_WRITE_TIMEOUT", positive("SERVICE_WRITE_TIMEOUT", durationOf("SERVICE_WRITE_TIMEOUT", raw.SERVICE_WRITE_TIMEOUT))),
+    renderTimeoutMs: timerDuration("SERVICE_RENDER_TIMEOUT", positive("SERVICE_RENDER_TIMEOUT", durationOf("SERVICE_RENDER_TIMEOUT", raw.SERVICE_RENDER_TIMEOUT))),
     threads: raw.SERVICE_THREADS,
     gpu: raw.SERVICE_GPU === "false" ? false : (raw.SERVICE_GPU as GpuMode),
     modelsConfig: raw.SERVICE_MODELS_CONFIG,

@@ -2,6 +2,7 @@
  * Writing responses: whole JSON/text bodies, NDJSON and SSE streams, and the client-gone signal.
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
+import type { OutputFlow } from "../runner/client.js";
 
 const JSON_TYPE = "application/json; charset=utf-8";
 const NDJSON_TYPE = "application/x-ndjson";
@@ -46,10 +47,24 @@ export function clientGone(req: IncomingMessage, res: ServerResponse): AbortSign
 }
 
 /**
- * Bounds on a stream whose client stops reading (issue 13 item 8). Generators do not wait for the
- * socket, so without them a client that never reads would hold its slot for as long as the model
- * generates and make the daemon buffer every token. `stallMs` is SERVICE_WRITE_TIMEOUT (set once by
- * the app); `maxBufferedBytes` caps what waits in memory above the kernel's socket buffers.
+ * The response's backpressure, for the runner (issue 13 item 8): blocked while a write found the
+ * socket's buffer full and 'drain' has not come yet. A generation streaming into `res` pauses meanwhile.
+ */
+export function outputFlow(res: ServerResponse): OutputFlow {
+  return {
+    get blocked() {
+      return res.writableNeedDrain;
+    },
+    whenReady: (then) => void waitForDrain(res).then(then),
+  };
+}
+
+/**
+ * Bounds on a stream whose client stops reading (issue 13 item 8). The generation pauses while the
+ * socket does not drain ({@link outputFlow}); these bound the rest. `stallMs` is SERVICE_WRITE_TIMEOUT
+ * (set once by the app): a client that takes nothing for that long is dropped and its slot freed.
+ * `maxBufferedBytes` caps what waits in memory above the kernel's socket buffers: a safety net for
+ * writers that do not pause (the pause leaves only a chunk or two in flight).
  */
 export const streamLimits = { stallMs: 30_000, maxBufferedBytes: 1024 * 1024 };
 
@@ -78,7 +93,7 @@ abstract class EventStream {
 
   /**
    * Writes one event; the 200 header goes out with the first. Resolves when the socket can take
-   * more: a slow reader makes a fast generator wait here instead of filling memory.
+   * more (a generation is paused meanwhile through {@link outputFlow}, not by this promise).
    * Resolves at once (writing nothing) when the client is gone; callers watch `ctx.signal` to stop.
    */
   write(obj: unknown): Promise<void> {

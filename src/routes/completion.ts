@@ -12,6 +12,7 @@ import type { ChatResult, ChatTurn, EmbedResult, GenerateStats, GrammarSpec, Too
 import type { Lease } from "../scheduler/scheduler.js";
 import type { ThinkValue } from "../template/prompt.js";
 import type { OnChunk } from "../runner/client.js";
+import { outputFlow } from "../http/respond.js";
 import { capPredict, resolveOptions, type ResolvedOptions } from "./options.js";
 import { goTemplate } from "./prompt.js";
 import { type ChatCallbacks, effectiveThink, NeedsRunner, noRunner, renderTemplateChat, runTemplateChat, runtimeOf } from "./template-chat.js";
@@ -122,13 +123,13 @@ export function runChat(services: Services, ctx: RequestContext, target: Target,
         effectiveThink(t, target.name, call.think); // the 400 comes first, as in a real run
         return { loadNs: lease.loadNs, result: { toolCalls: [], stats: emptyStats("length") } };
       }
-      return { loadNs: lease.loadNs, result: await runTemplateChat(lease, t, tc, on, ctx.signal) };
+      return { loadNs: lease.loadNs, result: await runTemplateChat(lease, t, tc, on, ctx.signal, outputFlow(ctx.res)) };
     }
     const think = call.think === undefined ? undefined : call.think !== false;
     if (think === true && !lease.runner.info.thinking) throw new BadRequestError(`"${target.name}" does not support thinking`);
     if (opts.maxTokens === 0) return { loadNs: lease.loadNs, result: { toolCalls: [], stats: emptyStats("length") } };
     const job = { turns: conversation(model, call.turns), sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar: call.grammar, tools: call.tools, toolChoice: call.toolChoice, think, logprobs: call.logprobs, truncate: call.truncate ?? services.config.truncate };
-    const result = await lease.runner.chat(job, on, ctx.signal);
+    const result = await lease.runner.chat(job, on, ctx.signal, outputFlow(ctx.res));
     return { loadNs: lease.loadNs, result };
   });
 }
@@ -188,7 +189,7 @@ export function runCompletion(services: Services, ctx: RequestContext, target: T
   return withLease(services, ctx, target, async (lease) => {
     if (opts.maxTokens === 0) return { loadNs: lease.loadNs, stats: emptyStats("length") };
     const job = { prompt: { kind: "text" as const, text: prompt }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs, truncate: services.config.truncate };
-    const stats = await lease.runner.generate(job, onChunk, ctx.signal);
+    const stats = await lease.runner.generate(job, onChunk, ctx.signal, outputFlow(ctx.res));
     return { stats, loadNs: lease.loadNs };
   });
 }

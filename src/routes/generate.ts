@@ -9,7 +9,7 @@ import type { DebugRenderAnswer, GenerateFinal, GenerateRequest, Format } from "
 import { generateSchema } from "../api/schemas.js";
 import { BadRequestError } from "../errors.js";
 import { readJson } from "../http/body.js";
-import { NdjsonStream, sendJson } from "../http/respond.js";
+import { NdjsonStream, outputFlow, sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
 import type { GrammarSpec } from "../runner/protocol.js";
@@ -61,7 +61,7 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
     const job = { prompt, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs, truncate: body.truncate ?? services.config.truncate };
     const onText = (response: string, thinking: string, lps: TokenLogprob[] | undefined) => {
       if (!response && !thinking && !lps) return;
-      // Tokens arrive a few dozen per second; the socket buffers them if the client reads slowly.
+      // The runner pauses this generation while the socket does not drain (outputFlow).
       if (stream) void stream.write({ ...stamp(), response, ...(thinking ? { thinking } : {}), done: false, ...(lps ? { logprobs: toOllama(lps) } : {}) });
       else {
         text += response;
@@ -74,7 +74,7 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
       const p = splitter.add(chunk);
       onText(p.content, p.thinking, lps);
     };
-    const stats = opts.maxTokens === 0 ? emptyStats("length", body.context ?? []) : await lease.runner.generate(job, onChunk, ctx.signal);
+    const stats = opts.maxTokens === 0 ? emptyStats("length", body.context ?? []) : await lease.runner.generate(job, onChunk, ctx.signal, outputFlow(ctx.res));
     if (stats.truncatedTokens > 0) ctx.log.warn({ model: model.display, truncated: stats.truncatedTokens }, "prompt longer than the context; truncated from the front");
     if (stats.doneReason === "cancelled") return; // the client is gone
     const final: GenerateFinal = {

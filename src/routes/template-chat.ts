@@ -4,7 +4,7 @@
  * thinking, content and tool calls.
  */
 import { BadRequestError } from "../errors.js";
-import type { OnChunk } from "../runner/client.js";
+import type { OnChunk, OutputFlow } from "../runner/client.js";
 import type { ChatResult, ChatTurn, GrammarSpec, TokenLogprob, ToolCallSpec, ToolChoice, ToolSpec } from "../runner/protocol.js";
 import type { Lease } from "../scheduler/scheduler.js";
 import type { Template } from "../template/index.js";
@@ -81,7 +81,7 @@ export interface ChatCallbacks {
 }
 
 /** Runs the chat; content, thoughts and calls stream through `on`; calls not streamed come back in the result. */
-export async function runTemplateChat(lease: Lease, t: Template, call: TemplateChat, on: ChatCallbacks, signal: AbortSignal): Promise<ChatResult> {
+export async function runTemplateChat(lease: Lease, t: Template, call: TemplateChat, on: ChatCallbacks, signal: AbortSignal, flow?: OutputFlow): Promise<ChatResult> {
   const { prompt, think, tools, droppedTokens } = await renderTemplateChat(runtimeOf(lease), t, call);
   const splitter = new OutputSplitter(t, { think: think !== undefined && think !== false, tools, prompt });
   const toolCalls: ToolCallSpec[] = [];
@@ -96,7 +96,7 @@ export async function runTemplateChat(lease: Lease, t: Template, call: TemplateC
   const { opts } = call;
   const grammar = call.grammar ?? forcedCall(t, tools, call.toolChoice);
   const job = { prompt: { kind: "text" as const, text: prompt }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs: call.logprobs, truncate: call.truncate, droppedTokens };
-  const stats = await lease.runner.generate(job, (text, lps) => emit(splitter.add(text), lps), signal);
+  const stats = await lease.runner.generate(job, (text, lps) => emit(splitter.add(text), lps), signal, flow);
   const rest = splitter.end();
   if (rest) on.onChunk(rest);
   return { stats: { ...stats, context: [] }, toolCalls };

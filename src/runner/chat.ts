@@ -27,6 +27,7 @@ import { samplingOptions, stopSequenceOf } from "./sampling.js";
 import { LogprobRecorder } from "./logprobs.js";
 import { beginSpeculation } from "./speculative.js";
 import { CONTEXT_EXCEEDED } from "./protocol.js";
+import { PauseSwitch } from "./flow.js";
 import type { ChatJob, ChatTurn, FromRunner, GrammarSpec, RunnerFailureKind, ToolCallSpec } from "./protocol.js";
 
 /** What chat and embed jobs use of the child process: the loaded model, its slots, IPC. */
@@ -136,13 +137,14 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
   if (!l) return rt.send({ type: "failed", id, kind: "other", message: "model is not loaded" });
   const abort = new AbortController();
   rt.jobs.set(id, abort);
+  const pause = new PauseSwitch(abort.signal);
+  rt.pauses.set(id, pause);
   let slot: Slot | undefined;
   let chat: LlamaChat | undefined;
   let recorder: LogprobRecorder | undefined;
   try {
-    const grammar = await rt.grammarFor(l, job.grammar).catch((err: unknown) => {
-      throw new JobFailure("invalid", `invalid format schema: ${rt.clientSafe(err)}`);
-    });
+    // The template renders first, before anything is awaited: the parent's render budget times
+    // from sending the job until `prompt-ready` (runner/render-budget.ts).
     const functions = functionsOf(job);
     if (typeof job.toolChoice === "object" && functions && Object.keys(functions).length === 0) throw new JobFailure("invalid", `tool '${job.toolChoice.name}' is not among the tools`);
     const forced = functions !== undefined && (job.toolChoice === "required" || typeof job.toolChoice === "object");
@@ -157,9 +159,14 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     const { history, tokens } = fitHistory(base, l.model, full, fullTokens, functions, limit);
     // What still does not fit (one turn longer than the context) LlamaChat cuts from its front.
     const truncatedTokens = fullTokens.length - tokens.length + Math.max(0, tokens.length - limit);
+    rt.send({ type: "prompt-ready", id });
+    const grammar = await rt.grammarFor(l, job.grammar).catch((err: unknown) => {
+      throw new JobFailure("invalid", `invalid format schema: ${rt.clientSafe(err)}`);
+    });
     const picked = rt.takeSlot(l, tokens);
     if (!picked) throw new JobFailure("other", "no free slot in the runner");
     slot = picked.slot;
+    slot.pause = pause;
     // LlamaChat re-evaluates at least the last prompt token, so at most length-1 come from cache.
     const cached = Math.min(picked.cached, tokens.length - 1);
     if (job.logprobs !== undefined) recorder = new LogprobRecorder(slot.sequence, l.model, job.logprobs);
@@ -218,8 +225,12 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
   } finally {
     chat?.dispose({ disposeSequence: false });
     recorder?.restore();
-    if (slot) slot.busy = false;
+    if (slot) {
+      slot.busy = false;
+      slot.pause = undefined;
+    }
     rt.jobs.delete(id);
+    rt.pauses.delete(id);
   }
 }
 

@@ -35,11 +35,13 @@ import { estimateLoad } from "./estimate.js";
 import { LogprobRecorder } from "./logprobs.js";
 import { autoThreads } from "../cpu.js";
 import { beginSpeculation, slotPredictors, type DraftResources } from "./speculative.js";
+import { pausable, PauseSwitch } from "./flow.js";
 
 let loaded: Loaded | undefined;
 /** Resolves the wait after an `estimate` message (the parent's `admit`). */
 let admit: (() => void) | undefined;
 const jobs = new Map<number, AbortController>();
+const pauses = new Map<number, PauseSwitch>();
 let useCounter = 0;
 
 function send(msg: FromRunner): void {
@@ -137,7 +139,9 @@ async function load(requested: LoadSpec): Promise<void> {
   for (let i = 0; i < spec.sequences; i++) {
     const predictor = predictors[i];
     const sequence = context.getSequence(predictor ? { tokenPredictor: predictor } : {});
-    slots.push({ sequence, completion: new LlamaCompletion({ contextSequence: sequence }), busy: false, lastUsed: 0, predictor });
+    const slot: Slot = { sequence, completion: new LlamaCompletion({ contextSequence: sequence }), busy: false, lastUsed: 0, predictor };
+    pausable(sequence, () => slot.pause);
+    slots.push(slot);
   }
   loaded = { llama, model, context, slots, modelFile: spec.path, lora: spec.lora ?? [], draft };
   const usage = model.memoryUsage;
@@ -232,23 +236,28 @@ function takeSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: nu
 }
 
 /** What chat.ts and embed.ts use of this process. */
-const runtime: JobRuntime = { loaded: () => loaded, takeSlot, grammarFor, jobs, send, log, clientSafe };
+const runtime: JobRuntime = { loaded: () => loaded, takeSlot, grammarFor, jobs, pauses, send, log, clientSafe };
 
 async function generate(id: number, job: GenerateJob): Promise<void> {
   const l = loaded;
   if (!l) return send({ type: "failed", id, kind: "other", message: "model is not loaded" });
   const abort = new AbortController();
   jobs.set(id, abort);
+  const pause = new PauseSwitch(abort.signal);
+  pauses.set(id, pause);
   let slot: Slot | undefined;
   let recorder: LogprobRecorder | undefined;
   try {
+    // A chat prompt renders first, before anything is awaited: the parent's render budget times
+    // from sending the job until `prompt-ready` (runner/render-budget.ts).
+    const { tokens: all, stopTriggers } = promptTokens(l, job);
+    if (job.prompt.kind === "chat") send({ type: "prompt-ready", id });
     let grammar: LlamaGrammar | undefined;
     try {
       grammar = await grammarFor(l, job.grammar);
     } catch (err) {
       return send({ type: "failed", id, kind: "invalid", message: `invalid format schema: ${clientSafe(err)}` });
     }
-    const { tokens: all, stopTriggers } = promptTokens(l, job);
     const bos = l.model.tokens.bos;
     const hasBos = bos !== null && l.model.tokens.shouldPrependBosToken;
     const contextSize = l.context.contextSize;
@@ -261,6 +270,7 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
     const picked = takeSlot(l, evaluated);
     if (!picked) return send({ type: "failed", id, kind: "other", message: "no free slot in the runner" });
     slot = picked.slot;
+    slot.pause = pause;
     // LlamaCompletion re-evaluates at least the last prompt token, so at most length-1 come from cache.
     const cached = Math.min(picked.cached, evaluated.length - 1);
     const generated: Token[] = [];
@@ -311,8 +321,12 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
     send({ type: "failed", id, kind: oom ? "memory" : "other", message: oom ? "out of memory" : clientSafe(err, l.modelFile) });
   } finally {
     recorder?.restore();
-    if (slot) slot.busy = false;
+    if (slot) {
+      slot.busy = false;
+      slot.pause = undefined;
+    }
     jobs.delete(id);
+    pauses.delete(id);
   }
 }
 
@@ -361,7 +375,13 @@ function onMessage(msg: ToRunner): void {
       void runRank(runtime, msg.id, msg.job);
       break;
     case "cancel":
-      jobs.get(msg.id)?.abort();
+      jobs.get(msg.id)?.abort(); // also resumes a paused job, so that it ends
+      break;
+    case "pause":
+      pauses.get(msg.id)?.pause();
+      break;
+    case "resume":
+      pauses.get(msg.id)?.resume();
       break;
     case "admit":
       admit?.();

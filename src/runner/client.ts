@@ -10,6 +10,7 @@ import type { Logger } from "pino";
 import { BadRequestError, ModelLoadError, ModelRunError } from "../errors.js";
 import { GgufError, validateGguf } from "../gguf/gguf.js";
 import { formatBytes } from "../units.js";
+import { RenderBudget, seconds } from "./render-budget.js";
 import type { ChatJob, ChatResult, EmbedJob, EmbedResult, FromRunner, GenerateJob, GenerateStats, LoadSpec, MemoryEstimate, RankJob, RankResult, RenderJob, RunnerFailureKind, RunnerInfo, TokenLogprob, ToRunner } from "./protocol.js";
 
 /** What metrics learn about each finished job. */
@@ -30,6 +31,8 @@ export interface RunnerOptions {
   log: Logger;
   /** A load that reports no progress for this long is abandoned and the child killed. */
   loadTimeoutMs: number;
+  /** A job whose prompt the model's chat template has not rendered after this long kills the child (SERVICE_RENDER_TIMEOUT); undefined = no budget. */
+  renderTimeoutMs?: number | undefined;
   /**
    * Decides on the child's memory estimate before anything is loaded: resolves to let the load go
    * ahead (after making room), rejects (a {@link ModelLoadError}) to refuse it. Absent = admit.
@@ -42,9 +45,24 @@ export interface RunnerOptions {
 /** Receives generated text as it comes, with its tokens' logprobs when the job asked for them. */
 export type OnChunk = (text: string, logprobs?: TokenLogprob[]) => void;
 
+/**
+ * Backpressure of whoever takes a job's output (issue 13 item 8): a streaming response whose
+ * socket does not drain. Checked after each chunk is handed on; while `blocked`, the runner
+ * computes no further token of that job (runner/flow.ts).
+ */
+export interface OutputFlow {
+  /** True while the consumer can take no more (its socket's buffer is full). */
+  readonly blocked: boolean;
+  /** Calls `then` once, when the consumer can take more again or is gone. */
+  whenReady(then: () => void): void;
+}
+
 interface PendingJob {
   onChunk: OnChunk;
   onThinking?: ((text: string) => void) | undefined;
+  flow?: OutputFlow | undefined;
+  /** A `pause` was sent and its `resume` not yet. */
+  paused?: boolean;
   /** Receives the job's result: GenerateStats, ChatResult or EmbedResult by job type. */
   resolve: (result: unknown) => void;
   reject: (err: Error) => void;
@@ -57,6 +75,9 @@ export class Runner {
   private nextId = 1;
   private exited = false;
   private stopping = false;
+  /** Why the parent killed the child itself (a render over its budget), for the other jobs' errors. */
+  private killedBecause: string | undefined;
+  private readonly renders: RenderBudget;
   /** Called once when the child exits without being asked to. */
   onCrash: ((reason: string) => void) | undefined;
   /** Called with the token counts and timings of each finished job (metrics). */
@@ -68,6 +89,7 @@ export class Runner {
     private readonly options: RunnerOptions,
   ) {
     this.info = info;
+    this.renders = new RenderBudget(options.renderTimeoutMs, (id) => this.renderOverrun(id));
     child.on("message", (msg: FromRunner) => this.onMessage(msg));
     child.on("exit", (code, signal) => this.onExit(code, signal));
   }
@@ -76,8 +98,9 @@ export class Runner {
     return this.child.pid;
   }
 
+  /** False once the child exited, or was killed for a render over its budget (its exit may still be on its way). */
   get alive(): boolean {
-    return !this.exited;
+    return !this.exited && this.killedBecause === undefined;
   }
 
   /** Forks a child and loads the model; rejects with {@link ModelLoadError} on any failure. */
@@ -99,14 +122,17 @@ export class Runner {
     return new Runner(child, info, options);
   }
 
-  /** Runs one generation; `onChunk` receives text as it is produced. Aborting `signal` cancels it. */
-  generate(job: GenerateJob, onChunk: OnChunk, signal?: AbortSignal): Promise<GenerateStats> {
-    return this.run<GenerateStats>((id) => ({ type: "generate", id, job }), { onChunk }, signal);
+  /**
+   * Runs one generation; `onChunk` receives text as it is produced. Aborting `signal` cancels it;
+   * while `flow` is blocked the generation pauses.
+   */
+  generate(job: GenerateJob, onChunk: OnChunk, signal?: AbortSignal, flow?: OutputFlow): Promise<GenerateStats> {
+    return this.run<GenerateStats>((id) => ({ type: "generate", id, job }), { onChunk, flow }, signal, job.prompt.kind === "chat");
   }
 
   /** Runs one chat job; content and thought text arrive through the callbacks as they are produced. */
-  chat(job: ChatJob, on: { onChunk: OnChunk; onThinking?: (text: string) => void }, signal?: AbortSignal): Promise<ChatResult> {
-    return this.run<ChatResult>((id) => ({ type: "chat", id, job }), on, signal);
+  chat(job: ChatJob, on: { onChunk: OnChunk; onThinking?: (text: string) => void }, signal?: AbortSignal, flow?: OutputFlow): Promise<ChatResult> {
+    return this.run<ChatResult>((id) => ({ type: "chat", id, job }), { ...on, flow }, signal, true);
   }
 
   /** Computes one raw embedding vector per input. */
@@ -116,7 +142,7 @@ export class Runner {
 
   /** The prompt the model's own chat template makes of these turns and tools (nothing generated). */
   render(job: RenderJob, signal?: AbortSignal): Promise<string> {
-    return this.run<string>((id) => ({ type: "render", id, job }), { onChunk: () => undefined }, signal);
+    return this.run<string>((id) => ({ type: "render", id, job }), { onChunk: () => undefined }, signal, true);
   }
 
   /** Tokens of `text` with special tokens parsed; BOS/EOS as the vocabulary asks only with `addSpecial`. */
@@ -134,9 +160,12 @@ export class Runner {
     return this.run<RankResult>((id) => ({ type: "rank", id, job }), { onChunk: () => undefined }, signal);
   }
 
-  /** Sends a job and settles with its result; aborting `signal` cancels it in the child. */
-  private run<T>(message: (id: number) => ToRunner, on: Pick<PendingJob, "onChunk" | "onThinking">, signal: AbortSignal | undefined): Promise<T> {
-    if (this.exited) return Promise.reject(new ModelRunError("the model runner is not running"));
+  /**
+   * Sends a job and settles with its result; aborting `signal` cancels it in the child. `renders`:
+   * the child renders the job's prompt with the model's chat template, under the render budget.
+   */
+  private run<T>(message: (id: number) => ToRunner, on: Pick<PendingJob, "onChunk" | "onThinking" | "flow">, signal: AbortSignal | undefined, renders = false): Promise<T> {
+    if (!this.alive) return Promise.reject(new ModelRunError("the model runner is not running"));
     const id = this.nextId++;
     const msg = message(id);
     // IPC serialises with JSON.stringify, which overflows the stack on very deep values (a `format`
@@ -145,13 +174,17 @@ export class Runner {
     return new Promise<T>((resolve, reject) => {
       const onAbort = () => this.send({ type: "cancel", id });
       signal?.addEventListener("abort", onAbort, { once: true });
-      const cleanup = () => signal?.removeEventListener("abort", onAbort);
+      const cleanup = () => {
+        signal?.removeEventListener("abort", onAbort);
+        this.renders.stop(id);
+      };
       this.jobs.set(id, {
         ...on,
         resolve: (result) => (cleanup(), resolve(result as T)),
         reject: (err) => (cleanup(), reject(err)),
       });
       this.send(msg);
+      if (renders) this.renders.start(id);
       if (signal?.aborted) onAbort();
     });
   }
@@ -183,14 +216,19 @@ export class Runner {
     switch (msg.type) {
       case "chunk":
         this.jobs.get(msg.id)?.onChunk(msg.text, msg.logprobs);
+        this.holdIfBlocked(msg.id);
         break;
       case "done":
         this.onStats?.(msg.stats);
         this.jobs.get(msg.id)?.resolve(msg.stats);
         this.jobs.delete(msg.id);
         break;
+      case "prompt-ready":
+        this.renders.stop(msg.id);
+        break;
       case "thinking":
         this.jobs.get(msg.id)?.onThinking?.(msg.text);
+        this.holdIfBlocked(msg.id);
         break;
       case "chat-done":
       case "embedded":
@@ -216,12 +254,48 @@ export class Runner {
     }
   }
 
+  /**
+   * After output was handed on: if its consumer is now blocked, pauses the job in the child until
+   * the consumer is ready. What the parent buffers per job is then bounded by the chunks already
+   * on their way when the pause arrives (a token or two), not by how long the model runs.
+   */
+  private holdIfBlocked(id: number): void {
+    const job = this.jobs.get(id);
+    if (!job?.flow?.blocked || job.paused) return;
+    job.paused = true;
+    this.send({ type: "pause", id });
+    job.flow.whenReady(() => {
+      job.paused = false;
+      if (this.jobs.get(id) === job) this.send({ type: "resume", id });
+    });
+  }
+
+  /**
+   * A job's prompt has not rendered within the budget: the child is stuck in its chat template and
+   * cannot be interrupted, so it is killed (its other jobs fail too: they were stalled behind it).
+   * The scheduler then drops this runner and the next request loads the model again. The request
+   * gets a 400, as other template failures do: the same messages would loop again, so a client
+   * must not retry them (it retries on 5xx).
+   */
+  private renderOverrun(id: number): void {
+    const budget = seconds(this.renders.budgetMs ?? 0);
+    this.options.log.error({ model: this.options.name, runner: this.pid, budget }, "the model's chat template did not render a prompt within SERVICE_RENDER_TIMEOUT; killing its runner");
+    this.jobs.get(id)?.reject(new BadRequestError(`the model's chat template did not render these messages within ${budget}`));
+    this.jobs.delete(id);
+    this.killedBecause = `another request's chat template did not render within ${budget}`;
+    this.kill();
+    // Dropped from the scheduler now, not at the exit: the next request must not be sent to this child.
+    this.onCrash?.(this.killedBecause);
+  }
+
   private onExit(code: number | null, signal: NodeJS.Signals | null): void {
     this.exited = true;
+    this.renders.clear();
     const how = signal ? `signal ${signal}` : `exit status ${code}`;
-    for (const job of this.jobs.values()) job.reject(new ModelRunError(`the model runner stopped unexpectedly (${how})`));
+    const error = this.killedBecause ? `the model runner was stopped: ${this.killedBecause}` : `the model runner stopped unexpectedly (${how})`;
+    for (const job of this.jobs.values()) job.reject(new ModelRunError(error));
     this.jobs.clear();
-    if (!this.stopping) {
+    if (!this.stopping && !this.killedBecause) {
       this.options.log.error({ runner: this.pid, code, signal, model: this.options.name }, "runner exited unexpectedly");
       this.onCrash?.(how);
     }

@@ -253,6 +253,10 @@ export type ToRunner =
   | { type: "detokenize"; id: number; tokens: number[] }
   | { type: "rank"; id: number; job: RankJob }
   | { type: "cancel"; id: number }
+  /** Backpressure (runner/flow.ts): the job's client takes no more output for now; compute no further token. */
+  | { type: "pause"; id: number }
+  /** The client drains again: go on where the job paused. */
+  | { type: "resume"; id: number }
   | { type: "unload" };
 
 /** corrupt: bad model file; memory: does not fit; invalid: the request cannot be served (a bad JSON Schema); other: anything else. */
@@ -263,6 +267,8 @@ export type FromRunner =
   /** Sent before loading anything; the child waits for `admit` (or is stopped). */
   | { type: "estimate"; estimate: MemoryEstimate }
   | { type: "loaded"; info: RunnerInfo }
+  /** The job's prompt was rendered with the model's chat template (the parent's render budget stops: runner/render-budget.ts). */
+  | { type: "prompt-ready"; id: number }
   | { type: "load-failed"; kind: RunnerFailureKind; message: string }
   /** `logprobs`: one per token of `text`, when the job asked for them. */
   | { type: "chunk"; id: number; text: string; logprobs?: TokenLogprob[] | undefined }

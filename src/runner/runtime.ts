@@ -5,6 +5,7 @@
 import type { Llama, LlamaCompletion, LlamaContext, LlamaContextSequence, LlamaGrammar, LlamaModel, Token } from "node-llama-cpp";
 import type { FromRunner, GrammarSpec } from "./protocol.js";
 import type { DraftResources, SwitchablePredictor } from "./speculative.js";
+import type { PauseSwitch } from "./flow.js";
 
 /** One sequence of the model's context, with the completion object that drives it. */
 export interface Slot {
@@ -14,6 +15,8 @@ export interface Slot {
   lastUsed: number;
   /** Speculative decoding's predictor for this sequence, when the load asked for one. */
   predictor?: SwitchablePredictor | undefined;
+  /** The pause switch of the job holding the slot now (runner/flow.ts). */
+  pause?: PauseSwitch | undefined;
 }
 
 /** The model this runner has loaded. */
@@ -36,6 +39,8 @@ export interface JobRuntime {
   takeSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: number } | undefined;
   grammarFor(l: Loaded, spec: GrammarSpec | undefined): Promise<LlamaGrammar | undefined>;
   jobs: Map<number, AbortController>;
+  /** The pause switches of generating jobs, by job id (`pause`/`resume` messages reach them). */
+  pauses: Map<number, PauseSwitch>;
   send(msg: FromRunner): void;
   log(level: "debug" | "info" | "warn" | "error", msg: string, data?: Record<string, unknown>): void;
   clientSafe(err: unknown, modelFile?: string): string;

@@ -34,6 +34,8 @@ export interface SchedulerOptions {
   threads: number | undefined;
   gpu: RunnerGpu;
   loadTimeoutMs: number;
+  /** SERVICE_RENDER_TIMEOUT: the budget of a chat template's render in a runner; undefined = none. */
+  renderTimeoutMs?: number | undefined;
   /** Starts a runner; tests may replace it. `hooks` carry the memory check and the load's cancellation. */
   startRunner?: (spec: LoadSpec, model: ResolvedModel, hooks?: Pick<RunnerOptions, "admit" | "signal">) => Promise<Runner>;
   /** Called with each finished job's token counts and timings (metrics). */
@@ -392,7 +394,7 @@ export class Scheduler {
     const hooks = { admit: (estimate: MemoryEstimate) => this.admit(model, estimate), signal: abort.signal };
     const start =
       this.options.startRunner ??
-      ((s: LoadSpec, m: ResolvedModel) => Runner.start(s, { name: m.display, log: this.options.log, loadTimeoutMs: this.options.loadTimeoutMs, ...hooks }));
+      ((s: LoadSpec, m: ResolvedModel) => Runner.start(s, { name: m.display, log: this.options.log, loadTimeoutMs: this.options.loadTimeoutMs, renderTimeoutMs: this.options.renderTimeoutMs, ...hooks }));
     const promise = start(spec, model, hooks).then(
       (runner) => {
         const entry: Loaded = { model, runner, spec, active: 0, keepAliveMs: this.keepAliveFor(model.key), expiresAt: undefined, timer: undefined, lastUsed: ++this.useCounter };

@@ -47,6 +47,7 @@ t.test("every variable has its documented default", async (t) => {
   t.equal(c.shutdownTimeoutMs, 30_000);
   t.equal(c.loadTimeoutMs, 5 * 60_000);
   t.equal(c.writeTimeoutMs, 30_000);
+  t.equal(c.renderTimeoutMs, 10_000);
   t.equal(c.threads, undefined, "threads are chosen per load unless set");
   t.equal(c.gpu, "auto");
   t.equal(c.modelsConfig, undefined);
@@ -55,7 +56,7 @@ t.test("every variable has its documented default", async (t) => {
   t.same(Object.keys(VARIABLES).sort(), [
     "SERVICE_ALLOWED_HOSTS", "SERVICE_CONTEXT_LENGTH", "SERVICE_GPU", "SERVICE_HOST", "SERVICE_KEEP_ALIVE", "SERVICE_LOAD_TIMEOUT",
     "SERVICE_LOG_DIR", "SERVICE_LOG_LEVEL", "SERVICE_MAX_BODY", "SERVICE_MAX_LOADED_MODELS", "SERVICE_MAX_PREDICT", "SERVICE_MAX_QUEUE", "SERVICE_MODELS",
-    "SERVICE_MODELS_CONFIG", "SERVICE_NUM_PARALLEL", "SERVICE_ORIGINS", "SERVICE_SHUTDOWN_TIMEOUT", "SERVICE_THREADS", "SERVICE_TRUNCATE",
+    "SERVICE_MODELS_CONFIG", "SERVICE_NUM_PARALLEL", "SERVICE_ORIGINS", "SERVICE_RENDER_TIMEOUT", "SERVICE_SHUTDOWN_TIMEOUT", "SERVICE_THREADS", "SERVICE_TRUNCATE",
     "SERVICE_WRITE_TIMEOUT",
   ]);
 });
