@@ -10,8 +10,9 @@ import { startDaemon } from "../helpers/daemon.js";
 import { lmd, terminal, terminalSkip } from "./cli.js";
 import { VERSION } from "../../src/version.js";
 
-// num_predict 12 in the model's params keeps answers short on a busy CI machine.
-const daemon = await startDaemon(t, { models: [{ name: "tiny", install: { params: { num_predict: 12, seed: 7 } } }] });
+// num_predict 12 in the model's params keeps answers short on a busy CI machine. No server cap short
+// of 100,000 tokens: the interactive test's unbounded answer can only end by Ctrl+C, on a fast machine too.
+const daemon = await startDaemon(t, { env: { SERVICE_MAX_PREDICT: "100000" }, models: [{ name: "tiny", install: { params: { num_predict: 12, seed: 7 } } }] });
 const { url } = daemon;
 const loaded = () => daemon.app.services.scheduler.list().map((m) => m.model.display);
 
@@ -72,8 +73,8 @@ t.test("nothing listening: the not-running message, exit 1", async (t) => {
 t.test("interactive, in a terminal: streaming, Ctrl+C, /bye", { skip: terminalSkip }, async (t) => {
   const term = await terminal(t, url, ["run", "tiny"]);
   await term.waitFor(/>>>$/, 120_000);
-  await term.keys(["/set parameter num_predict 1000", "Enter"]);
-  await term.waitFor(/Set parameter 'num_predict' to '1000'/);
+  await term.keys(["/set parameter num_predict -1", "Enter"]);
+  await term.waitFor(/Set parameter 'num_predict' to '-1'/);
   // Greedy: a random-weight model sampling at 0.8 may end its answer early, by chance.
   await term.keys(["/set parameter temperature 0", "Enter"]);
   await term.waitFor(/Set parameter 'temperature' to '0'/);
@@ -87,10 +88,10 @@ t.test("interactive, in a terminal: streaming, Ctrl+C, /bye", { skip: terminalSk
   t.ok(daemon.app.services.scheduler.list().some((m) => m.active > 0), "the request is in flight");
 
   await term.keys(["C-c"]);
-  const after = await term.waitFor(/tell me a long story\n[\s\S]+\n>>>$/, 15_000);
-  t.ok(await waitUntil(() => daemon.app.services.scheduler.list().every((m) => m.active === 0), 10_000), "the daemon stopped generating");
+  await term.waitFor(/tell me a long story\n[\s\S]+\n>>>$/, 15_000);
+  // Unbounded (up to 100,000 tokens, minutes even on a fast machine): only the Ctrl+C ends it this soon.
+  t.ok(await waitUntil(() => daemon.app.services.scheduler.list().every((m) => m.active === 0), 10_000), "the daemon stopped generating: the answer was cut short");
   t.equal(await term.exitStatus(), undefined, "still running after Ctrl+C");
-  t.ok(answerOf(after).split(/\s+/).length < 1000, "the answer was cut short");
 
   await term.keys(["/set parameter num_predict 3", "Enter"]);
   // A multi-line message, typed a line at a time as a person would (each after its "... " prompt).
