@@ -229,10 +229,10 @@ export class Scheduler {
     });
   }
 
-  /** Shutdown step 3: every runner disposes its model and exits. */
+  /** Shutdown step 3: every runner disposes its model and exits; jobs still running end with 503 (a stream's last line). */
   async unloadAll(): Promise<void> {
     await this.loading?.promise.catch(() => undefined);
-    await Promise.all([...this.loaded.values()].map((e) => this.evict(e)));
+    await Promise.all([...this.loaded.values()].map((e) => this.evict(e, new ShuttingDownError())));
   }
 
   private activeTotal(): number {
@@ -464,10 +464,10 @@ export class Scheduler {
     this.pump();
   }
 
-  private async evict(entry: Loaded): Promise<void> {
+  private async evict(entry: Loaded, reason?: Error): Promise<void> {
     clearTimeout(entry.timer);
     if (this.loaded.get(entry.model.key) === entry) this.loaded.delete(entry.model.key);
-    await entry.runner.stop();
+    await entry.runner.stop(reason);
     this.options.log.info({ model: entry.model.display }, "model unloaded");
     for (const check of [...this.idleWaiters]) check();
   }
