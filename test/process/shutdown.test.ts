@@ -6,15 +6,18 @@
  *   logged as a crash.
  * - A request received before the signal but still queued or waiting for its model's load is
  *   served if it can be within the timeout, else it gets 503 `server is shutting down`.
+ * - A log reader that went away (`lmd serve | tee log`, then Ctrl+C) never keeps the daemon alive.
  *
  * A slow model load is a runner stopped with SIGSTOP while it loads: the real runner, frozen.
  */
+import { spawn } from "node:child_process";
 import { readFile } from "node:fs/promises";
+import { createServer } from "node:net";
 import path from "node:path";
 import t, { type Test } from "tap";
 import { ModelStore } from "../../src/store/store.js";
 import { installTestModels } from "../helpers/models.js";
-import { forkDaemon, type ForkedDaemon } from "../helpers/process.js";
+import { forkDaemon, MAIN, type ForkedDaemon } from "../helpers/process.js";
 
 async function storeWithTiny(dir: string): Promise<string> {
   const store = new ModelStore(dir);
@@ -110,6 +113,35 @@ t.test("a request still waiting for its model's load when the timeout ends gets 
   t.same(problems(d), []);
 });
 
+for (const signals of [["SIGINT"], ["SIGINT", "SIGINT"]] as const) {
+  t.test(`stdout's reader went away (\`lmd serve 2>&1 | tee log\`, Ctrl+C): ${signals.join(" + ")} still ends the daemon at once`, async (t) => {
+    // Ctrl+C reaches tee too, so the daemon logs its shutdown into a pipe nobody reads; with npm
+    // start in between, npm forwards a second SIGINT.
+    const port = await freePort();
+    const child = spawn(process.execPath, [MAIN, "serve"], {
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root", SERVICE_HOST: `127.0.0.1:${port}`, SERVICE_MODELS: path.join(t.testdir(), "m"), SERVICE_THREADS: "1", SERVICE_GPU: "false" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+    t.teardown(() => void (child.exitCode === null && child.signalCode === null && child.kill("SIGKILL")));
+    let stderr = "";
+    child.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
+    // The only reader of stdout: gone after the first line.
+    const reader = spawn("head", ["-n", "1"], { stdio: [child.stdout, "ignore", "ignore"] });
+    child.stdout.destroy();
+    await new Promise((resolve) => reader.on("exit", resolve));
+    await until(async () => (await fetch(`http://127.0.0.1:${port}/api/version`).then((r) => r.status, () => 0)) === 200);
+    await fetch(`http://127.0.0.1:${port}/api/tags`); // an access log line into the broken pipe
+    for (const signal of signals) child.kill(signal);
+    // A clean shutdown with nothing in flight takes well under a second; the bug held the process
+    // for 10 s and more (pino's worker-thread transport waiting on its dead destination at exit).
+    const result = await Promise.race([exited, new Promise<"still running">((r) => setTimeout(() => r("still running"), 6000))]);
+    if (result === "still running") t.fail(`still running 6 s after ${signals.join(" + ")}: ${await procState(child.pid!)}`);
+    else t.ok(result.code === 0 || (signals.length === 2 && result.code === 1), `exit status ${result.code} (0, or 1 for a second signal)`);
+    t.equal(stderr, "", "nothing on stderr");
+  });
+}
+
 /**
  * Sends a request for the unloaded `tiny` and freezes its runner (SIGSTOP) while it loads, so the
  * request waits for the load as long as the test wants. Resumed (SIGCONT) on teardown.
@@ -158,3 +190,17 @@ async function until(check: () => boolean | Promise<boolean>, timeoutMs = 60_000
   }
 }
 
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** State, CPU ticks and parent of a process that should have exited (for the failure message). */
+async function procState(pid: number): Promise<string> {
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return `state ${f[0]}, ppid ${f[1]}, utime ${f[11]} ticks`;
+}
