@@ -117,13 +117,13 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
-      scheduler.stopAccepting(); // queued and new model requests → 503
-      http.startDraining(); // every new request → 503 "server is shutting down"
+      http.startDraining(); // every request received from now on → 503 "server is shutting down"
+      scheduler.startDraining(); // /readyz unready; requests already received, queued or loading, are still served
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       const drained = await Promise.race([scheduler.drain().then(() => true), delay(config.shutdownTimeoutMs).then(() => false)]);
       if (!drained) log.warn({ timeoutMs: config.shutdownTimeoutMs }, "shutdown timeout reached; stopping in-flight requests");
-      await scheduler.unloadAll(); // runners dispose their models and exit
+      await scheduler.unloadAll(); // what is left gets 503 (a stream: its last line); runners dispose their models and exit
       server.closeAllConnections();
       await stopped;
     })());

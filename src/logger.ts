@@ -1,12 +1,19 @@
 /**
- * Logging: pino JSON lines on stdout (journald picks them up under systemd) and, when
- * `SERVICE_LOG_DIR` is set, rotating files through pino-roll (daily and by size, 14 kept).
+ * Logging: pino lines on stdout — JSON for journald, a pipe or a file; readable lines
+ * (pino-pretty) when stdout is a terminal — and, when `SERVICE_LOG_DIR` is set, rotating JSON
+ * files through pino-roll (daily and by size, 14 kept).
  *
- * Both destinations run in pino's transport worker thread, so a slow disk never blocks a
- * request; `flushLogger()` waits for them on shutdown.
+ * Stdout is written from the main thread, synchronously, as pino does by default (and as Node
+ * writes to a pipe). pino's destination drops everything after EPIPE, so a reader that went away
+ * (`lmd serve | tee log`, then Ctrl+C) never kills or holds the daemon; with nothing buffered, the
+ * exit path has nothing to wait for. (Through a worker-thread transport, the exit waited 10 s
+ * and more on a worker whose destination had failed.) Files are written in pino's transport
+ * worker thread, so a slow disk never blocks a request; `flushLogger()` waits for them.
  */
 import path from "node:path";
-import { pino, type Logger, type TransportTargetOptions } from "pino";
+import { isatty } from "node:tty";
+import { pino, type DestinationStream, type Logger, type StreamEntry } from "pino";
+import { prettyFactory } from "pino-pretty";
 
 export type { Logger };
 
@@ -20,13 +27,16 @@ export interface LoggerOptions {
 /** How many rotated files are kept, and when a file is rolled. */
 export const LOG_ROTATION = { frequency: "daily", size: "50m", keep: 14 } as const;
 
+/** The destinations of each logger, for `flushLogger`. */
+const destinations = new WeakMap<Logger, DestinationStream[]>();
+
 /** Creates the daemon's logger. */
 export function createLogger(options: LoggerOptions): Logger {
-  const targets: TransportTargetOptions[] = [{ target: "pino/file", level: options.level, options: { destination: 1 } }];
+  const level = options.level as pino.Level;
+  const streams: StreamEntry[] = [{ level, stream: stdoutDestination() }];
   if (options.logDir) {
-    targets.push({
+    const file = pino.transport({
       target: "pino-roll",
-      level: options.level,
       options: {
         file: path.join(options.logDir, "lmd.log"),
         frequency: LOG_ROTATION.frequency,
@@ -36,16 +46,28 @@ export function createLogger(options: LoggerOptions): Logger {
         dateFormat: "yyyy-MM-dd",
       },
     });
+    streams.push({ level, stream: file });
   }
-  return pino(
+  const log = pino(
     {
       level: options.level,
       base: { pid: process.pid, ...options.base },
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: ["req.headers.authorization", "req.headers[\"x-api-key\"]"], remove: true },
     },
-    pino.transport({ targets }),
+    pino.multistream(streams),
   );
+  destinations.set(log, streams.map((s) => s.stream));
+  return log;
+}
+
+function stdoutDestination(): DestinationStream {
+  const out = pino.destination({ dest: 1, sync: true });
+  if (!isatty(1)) return out;
+  // A person at a terminal reads `[12:00:00.000] INFO: message`, the fields indented below it.
+  // Formatted here, synchronously, so that the last lines before an exit are never lost.
+  const prettify = prettyFactory({ colorize: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname" });
+  return { write: (line: string) => out.write(prettify(line)) };
 }
 
 /** A logger that writes nothing: for unit tests of modules that take a logger. */
@@ -53,13 +75,14 @@ export function silentLogger(): Logger {
   return pino({ level: "silent" });
 }
 
-/** Flushes pending lines through the transport; resolves when they are written (or after `timeoutMs`). */
+/** Flushes pending lines to every destination; resolves when they are written (or after `timeoutMs`). */
 export async function flushLogger(log: Logger, timeoutMs = 2000): Promise<void> {
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, timeoutMs);
-    log.flush(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
+  const flushes = (destinations.get(log) ?? []).map((stream) => new Promise<void>((resolve) => {
+    const flush = (stream as { flush?: (cb: () => void) => void }).flush;
+    if (flush) flush.call(stream, () => resolve());
+    else resolve();
+  }));
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.all(flushes), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+  clearTimeout(timer);
 }

@@ -24,6 +24,11 @@ async function serve(): Promise<void> {
     }
     throw err;
   }
+  // `lmd serve 2>&1 | tee log`, then Ctrl+C: tee is gone before the daemon's last words. The
+  // logger drops its lines after EPIPE; anything else on stderr (a Node warning) is dropped too.
+  process.stderr.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code !== "EPIPE") throw err;
+  });
   const log = createLogger({ level: config.logLevel, logDir: config.logDir });
   const app = await createApp(config, { log }).catch((err: unknown) => {
     if (!(err instanceof ConfigError)) return storeFailure(err, config);

@@ -141,7 +141,8 @@ async function handle(options: HttpServerOptions, req: IncomingMessage, res: Ser
 function respondWithError(ctx: RequestContext, err: unknown, draining: boolean): void {
   const { req, res, log } = ctx;
   const { status, body, headers } = toErrorResponse(err);
-  if (status >= 500 && !ctx.signal.aborted) log.error({ err, reqId: ctx.id, status }, "request failed");
+  // A request stopped by the shutdown is no failure of the server (the timeout is logged once).
+  if (status >= 500 && !ctx.signal.aborted && !(err instanceof ShuttingDownError)) log.error({ err, reqId: ctx.id, status }, "request failed");
   else log.debug({ status, error: err instanceof HttpError ? err.message : String(err) }, "request refused");
   if (res.destroyed) return;
   if (res.headersSent) return endStreamWithError(res, body.error);

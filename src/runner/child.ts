@@ -42,6 +42,8 @@ let loaded: Loaded | undefined;
 let admit: (() => void) | undefined;
 const jobs = new Map<number, AbortController>();
 const pauses = new Map<number, PauseSwitch>();
+/** Jobs still running: `unload` waits for them before it disposes what they use. */
+const running = new Set<Promise<void>>();
 let useCounter = 0;
 
 function send(msg: FromRunner): void {
@@ -332,6 +334,9 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
 
 async function unload(): Promise<void> {
   for (const abort of jobs.values()) abort.abort();
+  // An aborted job still finishes its current step; disposing the context under it throws
+  // DisposedError from inside node-llama-cpp. Aborted, each job ends within a token or so.
+  await Promise.allSettled(running);
   const l = loaded;
   loaded = undefined;
   if (l) {
@@ -348,19 +353,25 @@ async function exitCleanly(code: number): Promise<void> {
   process.exit(code);
 }
 
+/** Runs a job, remembered until it settles (a rejection still surfaces as before: a crash). */
+function track(job: Promise<void>): void {
+  running.add(job);
+  void job.finally(() => running.delete(job));
+}
+
 function onMessage(msg: ToRunner): void {
   switch (msg.type) {
     case "load":
       void load(msg.spec);
       break;
     case "generate":
-      void generate(msg.id, msg.job);
+      track(generate(msg.id, msg.job));
       break;
     case "chat":
-      void runChat(runtime, msg.id, msg.job);
+      track(runChat(runtime, msg.id, msg.job));
       break;
     case "embed":
-      void runEmbed(runtime, msg.id, msg.job);
+      track(runEmbed(runtime, msg.id, msg.job));
       break;
     case "render":
       runRender(runtime, msg.id, msg.job);
@@ -372,7 +383,7 @@ function onMessage(msg: ToRunner): void {
       runDetokenize(runtime, msg.id, msg.tokens);
       break;
     case "rank":
-      void runRank(runtime, msg.id, msg.job);
+      track(runRank(runtime, msg.id, msg.job));
       break;
     case "cancel":
       jobs.get(msg.id)?.abort(); // also resumes a paused job, so that it ends

@@ -189,11 +189,20 @@ export class Runner {
     });
   }
 
-  /** Asks the child to dispose the model and exit; kills it if it does not within `timeoutMs`. */
-  async stop(timeoutMs = 10_000): Promise<void> {
+  /**
+   * Asks the child to dispose the model and exit; kills it if it does not within `timeoutMs`.
+   * Jobs still running (only at shutdown: an idle model is the only kind evicted) fail at once
+   * with `reason`; the child aborts them and waits for them to end before it disposes the model.
+   */
+  async stop(reason: Error = new ModelRunError("the model was unloaded"), timeoutMs = 10_000): Promise<void> {
     if (this.exited) return;
     this.stopping = true;
-    const exited = new Promise<void>((resolve) => this.child.once("exit", () => resolve()));
+    for (const job of this.jobs.values()) job.reject(reason);
+    this.jobs.clear();
+    const exited = new Promise<void>((resolve) => this.child.once("exit", (code, signal) => {
+      if (code !== 0) this.options.log.error({ runner: this.pid, code, signal, model: this.options.name }, "runner did not exit cleanly after unload");
+      resolve();
+    }));
     this.send({ type: "unload" });
     const timer = setTimeout(() => {
       this.options.log.warn({ runner: this.pid }, "runner did not exit after unload; killing it");

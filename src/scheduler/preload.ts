@@ -10,6 +10,7 @@ import type { Scheduler } from "./scheduler.js";
 /** Loads each `preload` model in turn (a lease taken and released at once); failures are logged. */
 export async function preloadModels(policy: PolicyTable, store: ModelStore, scheduler: Scheduler, log: Logger): Promise<void> {
   for (const entry of policy.entries().filter((p) => p.preload)) {
+    if (!scheduler.readiness().accepting) return; // shutting down: load nothing more
     try {
       const model = await store.resolve(entry.name);
       const lease = await scheduler.acquire(model, {});

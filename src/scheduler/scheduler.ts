@@ -12,6 +12,8 @@
  * - Before a load, the runner reports node-llama-cpp's memory estimate; idle models are evicted
  *   (least recently used first) if that makes room, else the load is refused without trying.
  * - A load that every waiting request gave up on is stopped.
+ * - Shutdown (app.ts): `startDraining()`, then `drain()` serves what was already received, queued
+ *   and loading requests included, then `unloadAll()` refuses what is left (503) and stops runners.
  */
 import type { Logger } from "pino";
 import { ServiceBusyError, ShuttingDownError } from "../errors.js";
@@ -111,7 +113,10 @@ export class Scheduler {
   private loading: { key: string; promise: Promise<void>; abort?: AbortController } | undefined;
   /** A runner reported a GPU: the automatic `maxLoaded` becomes 3. */
   private gpuSeen = false;
-  private accepting = true;
+  /** Shutting down: readiness says so and preloads stop; requests already received are still served. */
+  private draining = false;
+  /** Shut down: every request is refused. */
+  private stopped = false;
   private useCounter = 0;
   private readonly idleWaiters = new Set<() => void>();
 
@@ -135,7 +140,9 @@ export class Scheduler {
 
   /** Waits for a free slot of `model`, loading it if needed. */
   acquire(model: ResolvedModel, options: AcquireOptions = {}): Promise<Lease> {
-    if (!this.accepting) return Promise.reject(new ShuttingDownError());
+    // While draining, a request that reaches this point was received before the signal (the
+    // HTTP server refuses later ones), so it is served like any other.
+    if (this.stopped) return Promise.reject(new ShuttingDownError());
     if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     const ready = this.tryGrant(model, options, process.hrtime.bigint());
     if (ready) return Promise.resolve(ready);
@@ -157,6 +164,7 @@ export class Scheduler {
           const loading = this.loading;
           if (loading?.key === model.key && !this.waiting.some((w) => w.model.key === model.key)) loading.abort?.abort();
           this.pump();
+          this.notifyIdle();
         },
       };
       options.signal?.addEventListener("abort", waiter.onAbort, { once: true });
@@ -200,7 +208,7 @@ export class Scheduler {
     const entry = key === undefined ? undefined : this.loaded.get(key);
     const queued = key === undefined ? this.waiting.length : this.waiting.filter((w) => w.model.key === key).length;
     const freeSlots = entry ? Math.max(0, entry.spec.sequences - entry.active) : 0;
-    return { accepting: this.accepting, loaded: entry !== undefined, freeSlots, queued };
+    return { accepting: !this.draining, loaded: entry !== undefined, freeSlots, queued };
   }
 
   /** True while any request holds a slot of the model with this key. */
@@ -208,21 +216,22 @@ export class Scheduler {
     return (this.loaded.get(key)?.active ?? 0) > 0 || this.waiting.some((w) => w.model.key === key);
   }
 
-  /** Shutdown step 1: new requests get 503; queued ones are refused too. */
-  stopAccepting(): void {
-    this.accepting = false;
-    for (const w of this.waiting.splice(0)) {
-      w.options.signal?.removeEventListener("abort", w.onAbort);
-      w.reject(new ShuttingDownError());
-    }
+  /**
+   * Shutdown step 1: `/readyz` turns unready and preloads stop. Requests already queued or waiting
+   * for a load stay: a client that sent its request before the signal is served if it can be
+   * within the shutdown timeout (`systemctl restart` during a load is the common case).
+   */
+  startDraining(): void {
+    this.draining = true;
   }
 
-  /** Shutdown step 2: resolves when no request holds a slot. */
+  /** Shutdown step 2: resolves when no request holds a slot, waits in the queue or waits for a load. */
   drain(): Promise<void> {
-    if (this.activeTotal() === 0 && !this.loading) return Promise.resolve();
+    const idle = () => this.activeTotal() === 0 && this.waiting.length === 0 && !this.loading;
+    if (idle()) return Promise.resolve();
     return new Promise((resolve) => {
       const check = () => {
-        if (this.activeTotal() === 0 && !this.loading) {
+        if (idle()) {
           this.idleWaiters.delete(check);
           resolve();
         }
@@ -231,10 +240,25 @@ export class Scheduler {
     });
   }
 
-  /** Shutdown step 3: every runner disposes its model and exits. */
+  /**
+   * Shutdown step 3 (after the drain, or when the timeout ends it): requests still queued or
+   * waiting for a load get 503, a load in progress is stopped, jobs still running end with 503
+   * (a stream's last line), and every runner disposes its model and exits.
+   */
   async unloadAll(): Promise<void> {
+    this.stopped = true;
+    for (const w of this.waiting.splice(0)) {
+      w.options.signal?.removeEventListener("abort", w.onAbort);
+      w.reject(new ShuttingDownError());
+    }
+    this.loading?.abort?.abort();
     await this.loading?.promise.catch(() => undefined);
-    await Promise.all([...this.loaded.values()].map((e) => this.evict(e)));
+    await Promise.all([...this.loaded.values()].map((e) => this.evict(e, new ShuttingDownError())));
+  }
+
+  /** Lets `drain()` look again. */
+  private notifyIdle(): void {
+    for (const check of [...this.idleWaiters]) check();
   }
 
   private activeTotal(): number {
@@ -273,7 +297,7 @@ export class Scheduler {
     entry.active--;
     if (entry.active === 0 && this.loaded.get(entry.model.key) === entry) this.scheduleExpiry(entry);
     this.pump();
-    for (const check of [...this.idleWaiters]) check();
+    this.notifyIdle();
   }
 
   private scheduleExpiry(entry: Loaded): void {
@@ -383,7 +407,7 @@ export class Scheduler {
   private finishLoad(): void {
     this.loading = undefined;
     this.pump();
-    for (const check of [...this.idleWaiters]) check();
+    this.notifyIdle();
   }
 
   private startLoad(first: Waiter): void {
@@ -466,12 +490,12 @@ export class Scheduler {
     this.pump();
   }
 
-  private async evict(entry: Loaded): Promise<void> {
+  private async evict(entry: Loaded, reason?: Error): Promise<void> {
     clearTimeout(entry.timer);
     if (this.loaded.get(entry.model.key) === entry) this.loaded.delete(entry.model.key);
-    await entry.runner.stop();
+    await entry.runner.stop(reason);
     this.options.log.info({ model: entry.model.display }, "model unloaded");
-    for (const check of [...this.idleWaiters]) check();
+    this.notifyIdle();
   }
 }
 

@@ -64,8 +64,8 @@ function hasTmux(): boolean {
  */
 export const terminalSkip: string | false = !hasTmux() && process.env.LMD_SKIP_SYSTEM_TESTS === "1" ? "tmux is not installed (LMD_SKIP_SYSTEM_TESTS=1)" : false;
 
-/** Starts `lmd <args>` inside a new tmux session (a real pty) with SERVICE_HOST=url. */
-export async function terminal(t: Test, url: string, args: string[]): Promise<Terminal> {
+/** Starts `lmd <args>` inside a new tmux session (a real pty) with SERVICE_HOST=url and `env`. */
+export async function terminal(t: Test, url: string, args: string[], env: Record<string, string> = {}): Promise<Terminal> {
   if (!hasTmux()) throw new Error("tmux is not installed: apt-get install tmux (or set LMD_SKIP_SYSTEM_TESTS=1 to skip terminal tests)");
   // A short directory: a unix socket path must stay under 108 bytes (tap's fixture paths do not).
   const dir = await mkdtemp(path.join(os.tmpdir(), "lmd-tty-"));
@@ -79,7 +79,7 @@ export async function terminal(t: Test, url: string, args: string[]): Promise<Te
   // `trap : INT` keeps that shell alive through Ctrl+C; lmd gets the default disposition and its own handler.
   const statusFile = path.join(dir, "status");
   const wrapper = 'trap : INT; "$@"; echo $? > "$0.tmp" && mv "$0.tmp" "$0"';
-  await tmux("new-session", "-d", "-s", "lmd", "-x", "120", "-y", "40", "-e", `SERVICE_HOST=${url}`, "sh", "-c", wrapper, statusFile, process.execPath, MAIN, ...args);
+  await tmux("new-session", "-d", "-s", "lmd", "-x", "120", "-y", "40", "-e", `SERVICE_HOST=${url}`, ...Object.entries(env).flatMap(([k, v]) => ["-e", `${k}=${v}`]), "sh", "-c", wrapper, statusFile, process.execPath, MAIN, ...args);
   t.teardown(() => tmux("kill-server").catch(() => undefined));
   const screen = async () => (await tmux("capture-pane", "-p", "-J", "-S", "-5000", "-t", "lmd")).stdout.trimEnd(); // capture-pane drops trailing blanks: the prompt reads ">>>"
   return {

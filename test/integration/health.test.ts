@@ -42,6 +42,6 @@ t.test("healthz answers without a model; readyz follows load, busy slots and dra
   await reader.read().catch(() => undefined);
 
   // Draining: not ready (the answer comes on a connection that was open before the drain began).
-  app.services.scheduler.stopAccepting();
+  app.services.scheduler.startDraining();
   await assertError(t, await fetch(`${url}/readyz`), 503, "server is shutting down");
 });
