@@ -13,6 +13,8 @@ import { VERSION } from "../../src/version.js";
 // num_predict 12 in the model's params keeps answers short on a busy CI machine.
 const daemon = await startDaemon(t, { models: [{ name: "tiny", install: { params: { num_predict: 12, seed: 7 } } }] });
 const { url } = daemon;
+// The prompt, with or without the dimmed placeholder after it (capture-pane drops its trailing blank).
+const PROMPT = String.raw`>>>(?: Send a message \(/\? for help\))?`;
 const loaded = () => daemon.app.services.scheduler.list().map((m) => m.model.display);
 
 t.test("one-shot: lmd run tiny hello prints the answer and exits 0", async (t) => {
@@ -71,7 +73,7 @@ t.test("nothing listening: the not-running message, exit 1", async (t) => {
 
 t.test("interactive, in a terminal: streaming, Ctrl+C, /bye", { skip: terminalSkip }, async (t) => {
   const term = await terminal(t, url, ["run", "tiny"]);
-  await term.waitFor(/>>>$/, 120_000);
+  await term.waitFor(new RegExp(`${PROMPT}$`), 120_000);
   await term.keys(["/set parameter num_predict 1000", "Enter"]);
   await term.waitFor(/Set parameter 'num_predict' to '1000'/);
   // Greedy: a random-weight model sampling at 0.8 may end its answer early, by chance.
@@ -87,7 +89,7 @@ t.test("interactive, in a terminal: streaming, Ctrl+C, /bye", { skip: terminalSk
   t.ok(daemon.app.services.scheduler.list().some((m) => m.active > 0), "the request is in flight");
 
   await term.keys(["C-c"]);
-  const after = await term.waitFor(/tell me a long story\n[\s\S]+\n>>>$/, 15_000);
+  const after = await term.waitFor(new RegExp(`tell me a long story\\n[\\s\\S]+\\n${PROMPT}$`), 15_000);
   t.ok(await waitUntil(() => daemon.app.services.scheduler.list().every((m) => m.active === 0), 10_000), "the daemon stopped generating");
   t.equal(await term.exitStatus(), undefined, "still running after Ctrl+C");
   t.ok(answerOf(after).split(/\s+/).length < 1000, "the answer was cut short");
@@ -99,7 +101,7 @@ t.test("interactive, in a terminal: streaming, Ctrl+C, /bye", { skip: terminalSk
   await term.keys(["two", "Enter"]);
   await term.waitFor(/\.\.\. two\n\.\.\.$/);
   await term.keys(['lines"""', "Enter"]);
-  await term.waitFor(/\.\.\. lines"""\n[\s\S]*\S[\s\S]*\n>>>$/, 120_000);
+  await term.waitFor(new RegExp(`\\.\\.\\. lines"""\\n[\\s\\S]*\\S[\\s\\S]*\\n${PROMPT}$`), 120_000);
   await term.keys(["/bye", "Enter"]);
   await waitUntil(async () => (await term.exitStatus()) !== undefined, 15_000);
   t.equal(await term.exitStatus(), 0, "/bye exits 0");
