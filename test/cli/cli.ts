@@ -94,7 +94,10 @@ export async function terminal(t: Test, url: string, args: string[], options: Te
   const env = [`SERVICE_HOST=${url}`, `HOME=${home}`, `LMD_TEST_SHELL_PROMPT=${options.shellPrompt ?? ""}`].flatMap((e) => ["-e", e]);
   await tmux("new-session", "-d", "-s", "lmd", "-x", "120", "-y", "40", ...env, "sh", "-c", wrapper, statusFile, process.execPath, MAIN, ...args);
   t.teardown(() => tmux("kill-server").catch(() => undefined));
-  const screen = async () => (await tmux("capture-pane", "-p", "-J", "-S", "-5000", "-t", "lmd")).stdout.trimEnd(); // capture-pane drops trailing blanks: the prompt reads ">>>"
+  // -J joins the lines the terminal wrapped but keeps trailing blanks, cells erased with ESC[K
+  // included (what a placeholder leaves behind): trimmed per line, the prompt reads ">>>".
+  const screen = async () =>
+    (await tmux("capture-pane", "-p", "-J", "-S", "-5000", "-t", "lmd")).stdout.split("\n").map((l) => l.trimEnd()).join("\n").trimEnd();
   return {
     async keys(keys, literal = false) {
       await tmux("send-keys", "-t", "lmd", ...(literal ? ["-l"] : []), ...keys);

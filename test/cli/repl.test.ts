@@ -154,13 +154,17 @@ t.test("/set history saves the input history to ~/.lmd/history; /set nohistory s
   t.pass("the session still recalls it with the Up arrow");
   await term.keys(["C-u"]);
   t.equal(await command(term, "/set history"), "Set 'history' mode.");
-  t.ok(await waitUntil(async () => (await saved()).split("\n").includes("/set history"), 5000), "saved again");
+  await command(term, "/set format json");
+  t.ok(await waitUntil(async () => (await saved()).split("\n").includes("/set format json"), 5000), "saved again");
+  t.same((await saved()).split("\n"), ["/set verbose", "/set nohistory", "/set format json", ""], "lines typed under nohistory are never written");
   await term.keys(["C-d"]);
   await waitUntil(async () => (await term.exitStatus()) !== undefined, 15_000);
 
   const next = await session(t, { home });
   await next.keys(["Up"]);
-  await next.waitFor((s) => lastLine(s) === ">>> /set history", 10_000);
+  await next.waitFor((s) => lastLine(s) === ">>> /set format json", 10_000);
+  await next.keys(["Up"]);
+  await next.waitFor((s) => lastLine(s) === ">>> /set nohistory", 10_000);
   t.pass("a new session starts with the saved history");
 });
 

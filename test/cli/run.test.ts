@@ -95,6 +95,9 @@ t.test("interactive, in a terminal: streaming, Ctrl+C, /bye", { skip: terminalSk
   t.ok(answerOf(after).split(/\s+/).length < 1000, "the answer was cut short");
 
   await term.keys(["/set parameter num_predict 3", "Enter"]);
+  // Typed only once the prompt is back: keys that arrive together are all echoed before the
+  // first line's command prints, and the screen would not read in order.
+  await term.waitFor(new RegExp(`Set parameter 'num_predict' to '3'\\n${PROMPT}$`));
   // A multi-line message, typed a line at a time as a person would (each after its "... " prompt).
   await term.keys(['"""', "Enter"]);
   await term.waitFor(/>>> """\n\.\.\.$/);
