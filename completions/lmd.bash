@@ -26,7 +26,7 @@ _lmd() {
   local command="${words[1]}"
   local flags="--help"
   case "$command" in
-    run) flags="--help --verbose --format --keepalive" ;;
+    run) flags="--help --verbose --format --keepalive --nowordwrap" ;;
     pull | push) flags="--help --insecure" ;;
     create) flags="--help --file -f" ;;
     show) flags="--help --modelfile --parameters --template --system --license --verbose" ;;

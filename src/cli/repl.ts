@@ -1,6 +1,8 @@
 /**
- * The interactive session of `lmd run`: `>>> ` prompt, `"""` multi-line input, slash commands,
- * streamed answers, and Ctrl+C that stops the current answer without leaving.
+ * The interactive session of `lmd run`: `>>> ` prompt with Ollama's dimmed placeholder, `"""`
+ * multi-line input, slash commands (repl-commands.ts), streamed answers (word-wrapped, thinking
+ * shown dimmed), the input history in ~/.lmd/history, and Ctrl+C that stops the current answer
+ * without leaving.
  *
  * Ctrl+C is handled two ways on purpose. At the prompt, readline owns the terminal (raw mode) and
  * reports ^C as its 'SIGINT' event. While an answer streams, readline is paused and the terminal
@@ -9,47 +11,28 @@
  */
 import readline from "node:readline";
 import { ClientError } from "../api/client.js";
-import { typedParameter } from "../modelfile/modelfile.js";
-import type { ShowResponse } from "./wire.js";
-import { describe } from "./show.js";
+import { command, type ReplState } from "./repl-commands.js";
+import { HISTORY_LIMIT, historyFile, InputHistory, Placeholder } from "./prompt-line.js";
 import { formatStats, type Session } from "./session.js";
+import { WordWrap } from "./wordwrap.js";
 
-const HELP = `Available Commands:
-  /set            Set session variables
-  /show           Show model information
-  /clear          Clear session context
-  /bye            Exit
-  /?, /help       Help for a command
+export type { ReplState } from "./repl-commands.js";
 
-Use """ to begin a multi-line message.
-`;
-
-const SET_HELP = `Available Commands:
-  /set parameter ...     Set a parameter (e.g. /set parameter temperature 0.5)
-  /set system <string>   Set the system message
-  /set format json       Answer in JSON
-  /set noformat          Answer in free text
-  /set verbose           Show timings after each answer
-  /set quiet             Do not show timings
-`;
-
-const SHOW_HELP = `Available Commands:
-  /show info         Show details for this model
-  /show license      Show the model's license
-  /show modelfile    Show the Modelfile for this model
-  /show parameters   Show parameters for this model
-  /show system       Show the system message
-  /show template     Show the prompt template
-`;
-
-interface ReplState {
-  verbose: boolean;
-}
+const PLACEHOLDER = "Send a message (/? for help)";
+const GREY = "\x1b[38;5;245m";
+const BOLD = "\x1b[1m";
+const RESET = "\x1b[0m";
 
 /** Runs the session until `/bye` or end of input (Ctrl+D). */
 export async function repl(session: Session, state: ReplState): Promise<void> {
   await session.load();
-  const rl = readline.createInterface({ input: process.stdin, output: process.stdout, terminal: true, historySize: 200 });
+  const history = new InputHistory(historyFile());
+  const rl = readline.createInterface({ input: process.stdin, output: process.stdout, terminal: true, history: history.newestFirst(), historySize: HISTORY_LIMIT });
+  // Like Ollama, the history file is rewritten after every line while saving is on.
+  rl.on("history", (lines: string[]) => {
+    if (state.history) history.add(lines[0]);
+  });
+  const placeholder = new Placeholder(rl, process.stdin, process.stdout, PLACEHOLDER);
   const lines = lineQueue(rl);
   rl.on("SIGINT", () => {
     // Ollama's behaviour: ^C clears a typed line; on an empty line it says how to leave.
@@ -60,8 +43,12 @@ export async function repl(session: Session, state: ReplState): Promise<void> {
   });
   try {
     for (;;) {
-      const input = await readMessage(rl, lines);
-      if (input === undefined) return; // Ctrl+D / end of input
+      const input = await readMessage(rl, lines, placeholder);
+      if (input === undefined) {
+        // Ctrl+D / end of input: end the prompt's line, so the shell's prompt starts a line of its own.
+        process.stdout.write("\n");
+        return;
+      }
       const text = input.trim();
       if (text === "") continue;
       if (text.startsWith("/")) {
@@ -71,6 +58,7 @@ export async function repl(session: Session, state: ReplState): Promise<void> {
       await answer(rl, session, state, input);
     }
   } finally {
+    placeholder.detach();
     rl.close();
   }
 }
@@ -92,9 +80,10 @@ function lineQueue(rl: readline.Interface): () => Promise<string | undefined> {
 }
 
 /** One message: a line, or a `"""` block spanning lines. */
-async function readMessage(rl: readline.Interface, next: () => Promise<string | undefined>): Promise<string | undefined> {
+async function readMessage(rl: readline.Interface, next: () => Promise<string | undefined>, placeholder: Placeholder): Promise<string | undefined> {
   rl.setPrompt(">>> ");
   rl.prompt();
+  placeholder.prompt();
   const first = await next();
   if (first === undefined || !first.trimStart().startsWith('"""')) return first;
   let body = first.trimStart().slice(3);
@@ -115,16 +104,13 @@ async function answer(rl: readline.Interface, session: Session, state: ReplState
   rl.pause();
   if (process.stdin.isTTY) process.stdin.setRawMode(false);
   process.on("SIGINT", onSigint);
-  let last = "";
+  const view = answerView(state);
   try {
-    const result = await session.send(prompt, (text) => {
-      last = text;
-      process.stdout.write(text);
-    }, ac.signal);
-    // Like Ollama: end the answer's line, then one blank line before the next prompt.
-    process.stdout.write(result.text !== "" && !last.endsWith("\n") ? "\n\n" : "\n");
+    const result = await session.send(prompt, view.output, ac.signal);
+    view.end(result.text !== "");
     if (state.verbose && result.stats) process.stderr.write(formatStats(result.stats) + "\n");
   } catch (err) {
+    view.fail();
     if (!(err instanceof ClientError)) throw err;
     process.stderr.write(`Error: ${err.message}\n`);
   } finally {
@@ -134,86 +120,51 @@ async function answer(rl: readline.Interface, session: Session, state: ReplState
   }
 }
 
-/** A slash command; true when the session should end. */
-async function command(session: Session, state: ReplState, text: string): Promise<boolean> {
-  const [cmd = "", sub = "", ...rest] = text.split(/\s+/);
-  switch (cmd.toLowerCase()) {
-    case "/bye":
-    case "/exit":
-      return true;
-    case "/?":
-    case "/help":
-      process.stdout.write(sub === "set" ? SET_HELP : sub === "show" ? SHOW_HELP : HELP);
-      return false;
-    case "/clear":
-      session.clear();
-      process.stdout.write("Cleared session context\n");
-      return false;
-    case "/set":
-      setCommand(session, state, sub, rest, text);
-      return false;
-    case "/show":
-      await showCommand(session, sub);
-      return false;
-    default:
-      process.stdout.write(`Unknown command '${cmd}'. Type /? for help\n`);
-      return false;
-  }
-}
-
-function setCommand(session: Session, state: ReplState, sub: string, rest: string[], text: string): void {
-  switch (sub) {
-    case "parameter": {
-      const [name, ...value] = rest;
-      if (name === undefined || value.length === 0) return void process.stdout.write("Usage: /set parameter <name> <value>\n");
-      try {
-        const v = name === "stop" ? value : typedParameter(name, value.join(" "));
-        session.options = { ...session.options, [name]: v };
-        process.stdout.write(`Set parameter '${name}' to '${value.join(", ")}'\n`);
-      } catch (err) {
-        process.stdout.write(`Couldn't set parameter: ${(err as Error).message}\n`);
-      }
-      return;
-    }
-    case "system":
-      session.system = text.replace(/^\/set\s+system\s*/, "").replace(/^"""|"""$/g, "");
-      process.stdout.write("Set system message.\n");
-      return;
-    case "format":
-      session.format = rest[0] === "json" ? "json" : session.format;
-      process.stdout.write(rest[0] === "json" ? "Set format to 'json' mode.\n" : "Only /set format json is supported.\n");
-      return;
-    case "noformat":
-      session.format = undefined;
-      process.stdout.write("Disabled format.\n");
-      return;
-    case "verbose":
-      state.verbose = true;
-      process.stdout.write("Set 'verbose' mode.\n");
-      return;
-    case "quiet":
-      state.verbose = false;
-      process.stdout.write("Set 'quiet' mode.\n");
-      return;
-    default:
-      process.stdout.write(SET_HELP);
-  }
-}
-
-async function showCommand(session: Session, sub: string): Promise<void> {
-  // The Session owns the client; /show is rare enough to ask the daemon each time.
-  let info: ShowResponse;
-  try {
-    info = await session.show();
-  } catch (err) {
-    if (!(err instanceof ClientError)) throw err;
-    return void process.stderr.write(`Error: ${err.message}\n`);
-  }
-  const parts: Record<string, string | undefined> = {
-    license: info.license, modelfile: info.modelfile, parameters: info.parameters, system: session.system ?? info.system, template: info.template,
+/**
+ * How an answer is written: word-wrapped when wordwrap is on; the model's thinking, when it
+ * thinks, dimmed between `Thinking...` and `...done thinking.` (Ollama's layout).
+ */
+function answerView(state: ReplState) {
+  const wrap = new WordWrap(() => process.stdout.columns || 80);
+  let last = "";
+  let thinking = false;
+  const write = (text: string) => {
+    if (text === "") return;
+    last = text;
+    process.stdout.write(state.wordWrap ? wrap.wrap(text) : text);
   };
-  if (sub === "info" || sub === "") return void process.stdout.write(describe(info));
-  if (!(sub in parts)) return void process.stdout.write(SHOW_HELP);
-  const value = parts[sub];
-  process.stdout.write(value ? `${value.trimEnd()}\n` : `No ${sub} was specified for this model.\n`);
+  const endThinking = () => {
+    if (!thinking) return;
+    thinking = false;
+    process.stdout.write(`${last.endsWith("\n") ? "" : "\n"}${GREY}${BOLD}...done thinking.${RESET}\n\n`);
+    last = "\n";
+    wrap.reset();
+  };
+  return {
+    output: {
+      text: (text: string) => {
+        endThinking();
+        write(text);
+      },
+      thinking: (text: string) => {
+        if (!thinking) {
+          thinking = true;
+          process.stdout.write(`${GREY}${BOLD}Thinking...${RESET}${GREY}\n`);
+          wrap.reset();
+        }
+        write(text);
+      },
+    },
+    /** Like Ollama: end the answer's line, then one blank line before the next prompt. */
+    end(answered: boolean) {
+      const thought = thinking;
+      endThinking();
+      process.stdout.write(`${RESET}${(answered || thought) && !last.endsWith("\n") ? "\n\n" : "\n"}`);
+    },
+    /** A failed turn: back to the normal colour, on a fresh line if anything was written. */
+    fail() {
+      thinking = false;
+      process.stdout.write(`${RESET}${last !== "" && !last.endsWith("\n") ? "\n" : ""}`);
+    },
+  };
 }

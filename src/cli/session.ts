@@ -5,7 +5,17 @@
  */
 import { ClientError, type Client } from "../api/client.js";
 import type { FinalStats, Format, GenerateChunk, GenerateFinal, ModelOptions } from "../api/types.js";
+import type { ProgressResponse } from "../api/model-types.js";
 import type { ChatChunk, ChatMessage, ShowResponse } from "./wire.js";
+
+/** `think` of a request: on, off, or a level (`high`, `medium`, `low`; the daemon checks it). */
+export type Think = boolean | string;
+
+/** Where a turn's streamed text goes: the answer, and the model's thinking when it thinks. */
+export interface TurnOutput {
+  text: (text: string) => void;
+  thinking?: (text: string) => void;
+}
 
 export interface SessionOptions {
   keepAlive?: string | number;
@@ -29,6 +39,8 @@ export class Session {
   format: Format | undefined;
   system: string | undefined;
   keepAlive: string | number | undefined;
+  /** `/set think` / `/set nothink`; undefined leaves it to the daemon. */
+  think: Think | undefined;
 
   constructor(private readonly client: Client, public model: string, opts: SessionOptions = {}) {
     this.format = opts.format;
@@ -41,9 +53,42 @@ export class Session {
     await this.client.json<GenerateFinal>("POST", "/api/generate", { model: this.model, prompt: "", stream: false, ...this.common() });
   }
 
-  /** The model's details (`/show`). */
-  show(): Promise<ShowResponse> {
-    return this.client.json<ShowResponse>("POST", "/api/show", { model: this.model });
+  /** A model's details (`/show`), this session's model by default. */
+  show(model = this.model): Promise<ShowResponse> {
+    return this.client.json<ShowResponse>("POST", "/api/show", { model });
+  }
+
+  /**
+   * Saves the session as a new model (`/save`): this model, plus the session's system message,
+   * parameters and conversation, through /api/create (Ollama's /save does the same).
+   */
+  async save(name: string): Promise<void> {
+    const body: Record<string, unknown> = { model: name, from: this.model, stream: false };
+    if (this.system !== undefined) body.system = this.system;
+    if (Object.keys(this.options).length > 0) body.parameters = this.options;
+    const messages = this.messages.map((m) => ({ role: m.role, content: m.content ?? "" }));
+    if (messages.length > 0) body.messages = messages;
+    await this.client.json<ProgressResponse>("POST", "/api/create", body);
+  }
+
+  /**
+   * Switches to another model (`/load`) and loads it; the conversation and the session's system
+   * message belong to the old model and are dropped, the parameters stay (as in Ollama). On a
+   * failure (a ClientError: not found, cannot load) the session stays as it was.
+   */
+  async switchModel(model: string): Promise<void> {
+    await this.show(model); // 404 before anything changes
+    const before = { model: this.model, system: this.system };
+    this.model = model;
+    this.system = undefined;
+    try {
+      await this.load();
+    } catch (err) {
+      this.model = before.model;
+      this.system = before.system;
+      throw err;
+    }
+    this.clear();
   }
 
   /** Forgets the conversation (`/clear`). */
@@ -53,19 +98,20 @@ export class Session {
   }
 
   /**
-   * Sends one user turn and streams the answer to `onText`. On abort the partial answer is shown
-   * but the turn is left out of the history, as Ollama does.
+   * Sends one user turn and streams the answer (and any thinking) to `output`. On abort the
+   * partial answer is shown but the turn is left out of the history, as Ollama does.
    */
-  async send(prompt: string, onText: (text: string) => void, signal?: AbortSignal): Promise<TurnResult> {
+  async send(prompt: string, output: TurnOutput | ((text: string) => void), signal?: AbortSignal): Promise<TurnResult> {
+    const out = typeof output === "function" ? { text: output } : output;
     if (!this.useGenerate) {
       try {
-        return await this.chat(prompt, onText, signal);
+        return await this.chat(prompt, out, signal);
       } catch (err) {
         if (!(err instanceof ClientError && err.status === 404 && err.message.startsWith("path '/api/chat'"))) throw err;
         this.useGenerate = true;
       }
     }
-    return this.generate(prompt, onText, signal);
+    return this.generate(prompt, out, signal);
   }
 
   private common(): Record<string, unknown> {
@@ -76,18 +122,24 @@ export class Session {
     return body;
   }
 
-  private async chat(prompt: string, onText: (text: string) => void, signal?: AbortSignal): Promise<TurnResult> {
+  private async chat(prompt: string, out: TurnOutput, signal?: AbortSignal): Promise<TurnResult> {
     const history = this.system !== undefined ? [{ role: "system" as const, content: this.system }, ...this.messages] : this.messages;
     const user: ChatMessage = { role: "user", content: prompt };
-    const body = { model: this.model, messages: [...history, user], stream: true, ...this.common() };
+    const body = { model: this.model, messages: [...history, user], stream: true, ...this.common(), ...(this.think !== undefined ? { think: this.think } : {}) };
     let text = "";
+    let thinking = "";
     let stats: Partial<FinalStats> | undefined;
     try {
       for await (const chunk of this.client.stream<ChatChunk>("POST", "/api/chat", body, { signal })) {
+        const thought = chunk.message?.thinking ?? "";
+        if (thought !== "") {
+          thinking += thought;
+          out.thinking?.(thought);
+        }
         const piece = chunk.message?.content ?? "";
         if (piece !== "") {
           text += piece;
-          onText(piece);
+          out.text(piece);
         }
         if (chunk.done) stats = chunk;
       }
@@ -95,21 +147,23 @@ export class Session {
       if (signal?.aborted) return { text, interrupted: true };
       throw err;
     }
-    this.messages.push(user, { role: "assistant", content: text });
+    this.messages.push(user, { role: "assistant", content: text, ...(thinking !== "" ? { thinking } : {}) });
     return { text, interrupted: false, stats };
   }
 
-  private async generate(prompt: string, onText: (text: string) => void, signal?: AbortSignal): Promise<TurnResult> {
+  private async generate(prompt: string, out: TurnOutput, signal?: AbortSignal): Promise<TurnResult> {
     const body: Record<string, unknown> = { model: this.model, prompt, stream: true, ...this.common() };
+    if (this.think !== undefined) body.think = this.think;
     if (this.system !== undefined) body.system = this.system;
     if (this.context?.length) body.context = this.context;
     let text = "";
     let final: GenerateFinal | undefined;
     try {
       for await (const chunk of this.client.stream<GenerateChunk | GenerateFinal>("POST", "/api/generate", body, { signal })) {
+        if (chunk.thinking) out.thinking?.(chunk.thinking);
         if (chunk.response !== "") {
           text += chunk.response;
-          onText(chunk.response);
+          out.text(chunk.response);
         }
         if (chunk.done) final = chunk;
       }

@@ -3,7 +3,7 @@
  * startDaemon lives in the test's own event loop), and drives it in a real terminal with tmux.
  */
 import { execFile, spawn, spawnSync } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -64,8 +64,20 @@ function hasTmux(): boolean {
  */
 export const terminalSkip: string | false = !hasTmux() && process.env.LMD_SKIP_SYSTEM_TESTS === "1" ? "tmux is not installed (LMD_SKIP_SYSTEM_TESTS=1)" : false;
 
-/** Starts `lmd <args>` inside a new tmux session (a real pty) with SERVICE_HOST=url and `env`. */
-export async function terminal(t: Test, url: string, args: string[], env: Record<string, string> = {}): Promise<Terminal> {
+export interface TerminalOptions {
+  /** HOME of the command (lmd keeps its REPL history in ~/.lmd/history); default a fresh private directory. */
+  home?: string;
+  /** Printed after the command exits, as a shell would print its prompt (shows where the cursor was left). */
+  shellPrompt?: string;
+  /** More environment variables for the command. */
+  env?: Record<string, string>;
+}
+
+/**
+ * Starts `lmd <args>` inside a new tmux session (a real pty) with SERVICE_HOST=url and `options.env`. HOME is a
+ * private directory, so that nothing a test does lands in the real home (REPL history).
+ */
+export async function terminal(t: Test, url: string, args: string[], options: TerminalOptions = {}): Promise<Terminal> {
   if (!hasTmux()) throw new Error("tmux is not installed: apt-get install tmux (or set LMD_SKIP_SYSTEM_TESTS=1 to skip terminal tests)");
   // A short directory: a unix socket path must stay under 108 bytes (tap's fixture paths do not).
   const dir = await mkdtemp(path.join(os.tmpdir(), "lmd-tty-"));
@@ -78,10 +90,16 @@ export async function terminal(t: Test, url: string, args: string[], env: Record
   // A shell records the exit status in a file when lmd ends (tmux's own pane status can lag behind).
   // `trap : INT` keeps that shell alive through Ctrl+C; lmd gets the default disposition and its own handler.
   const statusFile = path.join(dir, "status");
-  const wrapper = 'trap : INT; "$@"; echo $? > "$0.tmp" && mv "$0.tmp" "$0"';
-  await tmux("new-session", "-d", "-s", "lmd", "-x", "120", "-y", "40", "-e", `SERVICE_HOST=${url}`, ...Object.entries(env).flatMap(([k, v]) => ["-e", `${k}=${v}`]), "sh", "-c", wrapper, statusFile, process.execPath, MAIN, ...args);
+  const wrapper = 'trap : INT; "$@"; s=$?; printf "%s" "$LMD_TEST_SHELL_PROMPT"; echo $s > "$0.tmp" && mv "$0.tmp" "$0"';
+  const home = options.home ?? path.join(dir, "home");
+  await mkdir(home, { recursive: true });
+  const env = [`SERVICE_HOST=${url}`, `HOME=${home}`, `LMD_TEST_SHELL_PROMPT=${options.shellPrompt ?? ""}`, ...Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`)].flatMap((e) => ["-e", e]);
+  await tmux("new-session", "-d", "-s", "lmd", "-x", "120", "-y", "40", ...env, "sh", "-c", wrapper, statusFile, process.execPath, MAIN, ...args);
   t.teardown(() => tmux("kill-server").catch(() => undefined));
-  const screen = async () => (await tmux("capture-pane", "-p", "-J", "-S", "-5000", "-t", "lmd")).stdout.trimEnd(); // capture-pane drops trailing blanks: the prompt reads ">>>"
+  // -J joins the lines the terminal wrapped but keeps trailing blanks, cells erased with ESC[K
+  // included (what a placeholder leaves behind): trimmed per line, the prompt reads ">>>".
+  const screen = async () =>
+    (await tmux("capture-pane", "-p", "-J", "-S", "-5000", "-t", "lmd")).stdout.split("\n").map((l) => l.trimEnd()).join("\n").trimEnd();
   return {
     async keys(keys, literal = false) {
       await tmux("send-keys", "-t", "lmd", ...(literal ? ["-l"] : []), ...keys);

@@ -18,7 +18,7 @@ async function storeWithTiny(dir: string): Promise<string> {
 
 t.test("stdout a terminal: readable lines, not JSON; Ctrl+C stops the daemon", { skip: terminalSkip }, async (t) => {
   const models = await storeWithTiny(path.join(t.testdir(), "models"));
-  const term = await terminal(t, "127.0.0.1:0", ["serve"], { SERVICE_MODELS: models, SERVICE_THREADS: "1", SERVICE_GPU: "false" });
+  const term = await terminal(t, "127.0.0.1:0", ["serve"], { env: { SERVICE_MODELS: models, SERVICE_THREADS: "1", SERVICE_GPU: "false" } });
   const started = await term.waitFor(/lmd listening/, 60_000);
   t.match(started, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: lmd listening$/m, "time, level and message on one line");
   t.match(started, /^ {4}port: \d+$/m, "its fields indented below it");
