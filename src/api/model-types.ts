@@ -23,6 +23,8 @@ export interface ModelListEntry {
   /** sha256 hex of the manifest. */
   digest: string;
   details: ModelDetails;
+  /** What the model can do (Ollama's names), as in /api/show. */
+  capabilities?: Capability[];
 }
 
 export interface TagsResponse {

@@ -58,3 +58,45 @@ export async function readTemplate(pathOrName: string, llamaSrc: string | undefi
   if (!llamaSrc) throw new Error(`no file '${pathOrName}'; name a template with --llama-src DIR (llama.cpp's source)`);
   return readFile(path.join(llamaSrc, "models", "templates", `${pathOrName.replace(/\.jinja$/, "")}.jinja`), "utf8");
 }
+
+/** One of a Hugging Face tokenizer's `added_tokens_decoder` entries. */
+export interface AddedToken {
+  id: number;
+  content: string;
+  special: boolean;
+}
+
+/**
+ * A base vocabulary with a model's own added tokens written over it, as llama.cpp's
+ * convert_hf_to_gguf.py writes them: special (or special-looking, `<|…|>`/`<｜…｜>`) tokens as
+ * CONTROL (3), the others as USER_DEFINED (4). For models that share a base vocabulary's merges
+ * and differ only in their added tokens (Qwen 3 and DeepSeek-R1-Distill-Qwen over Qwen2's), whose
+ * own vocabulary file llama.cpp does not ship. `set` replaces scalar keys (`tokenizer.ggml.pre`,
+ * the bos/eos ids, `add_bos_token`).
+ */
+export function withAddedTokens(base: CopiedTokenizer, added: readonly AddedToken[], set: Record<string, MetaValue> = {}): CopiedTokenizer {
+  const tokensKv = base.kv.find(([k]) => k === "tokenizer.ggml.tokens")?.[1];
+  const typesKv = base.kv.find(([k]) => k === "tokenizer.ggml.token_type")?.[1];
+  if (tokensKv?.t !== "strs" || typesKv?.t !== "i32s") throw new Error("the base tokenizer has no tokens or token types");
+  const tokens = [...tokensKv.v];
+  const types = [...typesKv.v];
+  for (const a of added) {
+    if (a.id < 0 || a.id >= tokens.length) throw new RangeError(`added token ${a.id} is outside the vocabulary (${tokens.length})`);
+    tokens[a.id] = a.content;
+    types[a.id] = a.special || looksSpecial(a.content) ? 3 : 4;
+  }
+  const kv: [string, MetaValue][] = base.kv
+    .filter(([k]) => !(k in set))
+    .map(([k, v]) => [k, k === "tokenizer.ggml.tokens" ? { t: "strs", v: tokens } : k === "tokenizer.ggml.token_type" ? { t: "i32s", v: types } : v]);
+  return { kv: [...kv, ...Object.entries(set)], size: tokens.length };
+}
+
+/** convert_hf_to_gguf.py's does_token_look_special. */
+function looksSpecial(text: string): boolean {
+  return (
+    ["<pad>", "<mask>", "<2mass>", "[@BOS@]"].includes(text) ||
+    (text.startsWith("<|") && text.endsWith("|>")) ||
+    (text.startsWith("<｜") && text.endsWith("｜>")) ||
+    (text.startsWith("<unused") && text.endsWith(">"))
+  );
+}

@@ -180,7 +180,10 @@ async function readValue(r: Reader, type: number, lim: GgufLimits, depth: number
       }
       const items: GgufValue[] = [];
       for (let i = 0; i < n; i++) {
-        const v = await readValue(r, elemType, lim, depth + 1);
+        // Elements already in the buffer are read without a promise each (a 262k-token vocabulary
+        // is half a million strings); the same checks either way.
+        const buffered = r.bufferedValue(elemType, lim);
+        const v = buffered !== undefined ? buffered : await readValue(r, elemType, lim, depth + 1);
         if (keep) items.push(v);
       }
       return keep ? items : null;
@@ -324,6 +327,51 @@ class Reader {
     const o = await this.need(n);
     this.pos += n;
     return this.buf.toString("utf8", o, o + n);
+  }
+
+  /** Whether the `n` bytes at the current position are in the buffer. */
+  private buffered(n: number): boolean {
+    return this.pos >= this.bufStart && this.pos + n <= this.bufStart + this.buf.length;
+  }
+
+  /**
+   * A string or fixed-size value read synchronously when all its bytes are already buffered, else
+   * `undefined` with nothing consumed (read it with the async methods). The checks are
+   * {@link string}'s and {@link count}'s.
+   */
+  bufferedValue(type: number, lim: Pick<GgufLimits, "maxStringBytes">): GgufValue | undefined {
+    if (type === T.STRING) {
+      if (!this.buffered(8)) return undefined;
+      const o = this.pos - this.bufStart;
+      const v = this.buf.readBigUInt64LE(o);
+      if (v > BigInt(this.remaining - 8)) throw new GgufError(`string length ${v} exceeds the file size`);
+      const n = Number(v);
+      if (n > lim.maxStringBytes) throw new GgufError(`string of ${n} bytes exceeds the limit of ${lim.maxStringBytes}`);
+      if (!this.buffered(8 + n)) return undefined;
+      this.pos += 8 + n;
+      return this.buf.toString("utf8", o + 8, o + 8 + n);
+    }
+    const size = FIXED_VALUE_SIZE[type as T];
+    if (size === undefined || !this.buffered(size)) return undefined;
+    const b = this.buf;
+    const o = this.pos - this.bufStart;
+    let v: GgufValue;
+    switch (type as T) {
+      case T.U8: v = b.readUInt8(o); break;
+      case T.I8: v = b.readInt8(o); break;
+      case T.U16: v = b.readUInt16LE(o); break;
+      case T.I16: v = b.readInt16LE(o); break;
+      case T.U32: v = b.readUInt32LE(o); break;
+      case T.I32: v = b.readInt32LE(o); break;
+      case T.F32: v = b.readFloatLE(o); break;
+      case T.BOOL: v = b.readUInt8(o) !== 0; break;
+      case T.U64: v = small(b.readBigUInt64LE(o)); break;
+      case T.I64: v = small(b.readBigInt64LE(o)); break;
+      case T.F64: v = b.readDoubleLE(o); break;
+      default: return undefined;
+    }
+    this.pos += size;
+    return v;
   }
 
   async skip(n: number): Promise<void> {

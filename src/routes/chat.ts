@@ -16,7 +16,7 @@ import { NdjsonStream, sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
 import type { ChatTurn, TokenLogprob, ToolCallSpec, ToolSpec } from "../runner/protocol.js";
-import { finalStats, loadOrUnload, renderChat, resolveTarget, runChat } from "./completion.js";
+import { finalStats, loadOrUnload, renderChat, requireCompletion, resolveTarget, runChat } from "./completion.js";
 import { parseFormat, parseKeepAlive } from "./generate.js";
 import { ollamaLogprobs, toOllama } from "./logprobs.js";
 import type { Services } from "./services.js";
@@ -37,6 +37,8 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
   const messages = body.messages ?? [];
 
   if (messages.length === 0) {
+    // As Ollama: the unload form works on any model, the load form needs one that can chat.
+    if (target.keepAliveMs !== 0) await requireCompletion(services, target, "chat");
     const reason = await loadOrUnload(services, ctx, target);
     return sendJson(ctx.res, 200, { ...stamp(), message: { role: "assistant", content: "" }, done: true, done_reason: reason } satisfies ChatFinal);
   }

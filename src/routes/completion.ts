@@ -14,6 +14,8 @@ import type { ThinkValue } from "../template/prompt.js";
 import type { OnChunk } from "../runner/client.js";
 import { outputFlow } from "../http/respond.js";
 import { capPredict, resolveOptions, type ResolvedOptions } from "./options.js";
+import { capabilities } from "../store/capabilities.js";
+import { ggufOf } from "../store/model-info.js";
 import { goTemplate } from "./prompt.js";
 import { type ChatCallbacks, effectiveThink, NeedsRunner, noRunner, renderTemplateChat, runTemplateChat, runtimeOf } from "./template-chat.js";
 import type { Services } from "./services.js";
@@ -49,6 +51,16 @@ async function draftPathOf(services: Services, model: ResolvedModel): Promise<st
     if (err instanceof ModelNotFoundError) throw new ModelLoadError(model.display, `draft model '${draft}' not found`);
     throw err;
   }
+}
+
+/**
+ * Ollama's capability check: a model that cannot complete (an embedding model) is a 400
+ * `"<model>" does not support generate` (or `chat`), before anything is loaded.
+ */
+export async function requireCompletion(services: Services, target: Target, endpoint: "generate" | "chat"): Promise<void> {
+  const { model } = target;
+  const gguf = await ggufOf(services.store, model.digest).catch(() => undefined);
+  if (gguf && !capabilities(gguf, model.template, model.manifest).includes("completion")) throw new BadRequestError(`${JSON.stringify(target.name)} does not support ${endpoint}`);
 }
 
 /** Holds a slot of the target's model (loading it first if needed) while `run` works. */
@@ -113,7 +125,8 @@ export interface ChatOutput {
  * Ollama does), else through the GGUF's chat template in the runner. The model's SYSTEM and
  * MESSAGE lines come first (`conversation`). `think` on a model without thoughts is a 400.
  */
-export function runChat(services: Services, ctx: RequestContext, target: Target, call: ChatCall, on: ChatCallbacks): Promise<ChatOutput> {
+export async function runChat(services: Services, ctx: RequestContext, target: Target, call: ChatCall, on: ChatCallbacks): Promise<ChatOutput> {
+  await requireCompletion(services, target, "chat");
   const { opts, model } = target;
   const t = model.template ? goTemplate(model.template) : undefined;
   return withLease(services, ctx, target, async (lease) => {
@@ -136,6 +149,7 @@ export function runChat(services: Services, ctx: RequestContext, target: Target,
 
 /** The prompt a chat would evaluate, without running the model (`_debug_render_only`). */
 export async function renderChat(services: Services, ctx: RequestContext, target: Target, call: ChatCall): Promise<string> {
+  await requireCompletion(services, target, "chat");
   const { model } = target;
   const t = model.template ? goTemplate(model.template) : undefined;
   const tc = { name: target.name, opts: target.opts, ...call, turns: conversation(model, call.turns) };

@@ -14,7 +14,7 @@ import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
 import type { GrammarSpec } from "../runner/protocol.js";
 import { parseDuration } from "../units.js";
-import { emptyStats, finalStats, loadOrUnload, resolveTarget, withLease } from "./completion.js";
+import { emptyStats, finalStats, loadOrUnload, requireCompletion, resolveTarget, withLease } from "./completion.js";
 import { checkGenerate, generatePrompt, promptText, quickRender } from "./generate-prompt.js";
 import { runtimeOf } from "./template-chat.js";
 import { OutputSplitter } from "./prompt.js";
@@ -36,6 +36,8 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
   const target = await resolveTarget(services, body.model, body.options, keepAliveMs, ctx.log);
   const { model, opts } = target;
   const stamp = () => ({ model: body.model, created_at: new Date().toISOString(), response: "" });
+  // As Ollama: the unload form works on any model; everything else needs one that completes text.
+  if (!(body.prompt === "" && !body.context?.length && keepAliveMs === 0)) await requireCompletion(services, target, "generate");
 
   if (body.prompt === "" && !body.context?.length) {
     const doneReason = await loadOrUnload(services, ctx, target);

@@ -10,13 +10,13 @@ import { sendEmpty, sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
 import { formatModelfile, type ParameterValue } from "../modelfile/modelfile.js";
-import { capabilities, ggufOf, modelDetails, modelInfo, parametersText } from "../store/model-info.js";
+import { capabilities } from "../store/capabilities.js";
+import { ggufOf, modelDetails, modelInfo, parametersText } from "../store/model-info.js";
 import { printable } from "../store/names.js";
 import { commitManifest, deleteModel, listModels, manifestDigests } from "../store/admin.js";
 import { withNames } from "../store/locks.js";
-import { MEDIA } from "../store/store.js";
+import { MEDIA, type Manifest, type ModelStore } from "../store/store.js";
 import { modelField, requireIdle } from "./model-common.js";
-import { goTemplate, templateThinks } from "./prompt.js";
 import type { Services } from "./services.js";
 
 const validateShow = compileValidator<ShowRequest>(showSchema);
@@ -40,6 +40,7 @@ async function tags(ctx: RequestContext, { store }: Services): Promise<void> {
       size: m.size,
       digest: m.manifestDigest,
       details: await modelDetails(store, m.manifest),
+      capabilities: await storedCapabilities(store, m.manifest),
     });
   }
   sendJson(ctx.res, 200, { models });
@@ -70,7 +71,7 @@ async function show(ctx: RequestContext, { store }: Services): Promise<void> {
     ...(model.messages.length > 0 ? { messages: model.messages } : {}),
     details: await modelDetails(store, model.manifest),
     model_info: gguf ? modelInfo(gguf) : {},
-    capabilities: withTemplateThinking(capabilities(gguf, model.template, model.manifest), model.template),
+    capabilities: capabilities(gguf, model.template, model.manifest),
     modified_at: model.modifiedAt.toISOString(),
   };
   sendJson(ctx.res, 200, response);
@@ -109,12 +110,11 @@ function ggufChatTemplate(gguf: Awaited<ReturnType<typeof ggufOf>> | undefined):
   return typeof t === "string" ? t : undefined;
 }
 
-/** Ollama's "thinking" capability of a Go template: it shows `.Thinking` between tags. */
-function withTemplateThinking(caps: Capability[], template: string | undefined): Capability[] {
-  if (!template || caps.includes("thinking")) return caps;
-  try {
-    return templateThinks(goTemplate(template)) ? [...caps, "thinking"] : caps;
-  } catch {
-    return caps; // a template that does not parse shows no capabilities of its own
-  }
+/** A listed model's capabilities: its GGUF header (cached) and its template layer. */
+async function storedCapabilities(store: ModelStore, manifest: Manifest): Promise<Capability[]> {
+  const model = manifest.layers.find((l) => l.mediaType === MEDIA.model);
+  const gguf = model ? await ggufOf(store, model.digest).catch(() => undefined) : undefined;
+  const layer = manifest.layers.find((l) => l.mediaType === MEDIA.template);
+  const template = layer ? await store.readBlobText(layer.digest).catch(() => undefined) : undefined;
+  return capabilities(gguf, template, manifest);
 }

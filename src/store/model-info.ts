@@ -1,12 +1,11 @@
 /**
  * What `/api/tags` and `/api/show` report about a stored model: `details` (from the config blob,
  * completed from the GGUF header), `model_info` (GGUF metadata flattened as Ollama shows it),
- * capabilities, and Ollama's text form of the parameters. GGUF headers are read with the bounded
+ * and Ollama's text form of the parameters. GGUF headers are read with the bounded
  * reader in gguf.ts (the parent never loads node-llama-cpp) and cached per digest.
  */
-import type { Capability, ModelDetails } from "../api/model-types.js";
+import type { ModelDetails } from "../api/model-types.js";
 import { readGgufMetadata, type GgufMetadata, type GgufValue } from "../gguf/gguf.js";
-import { isReranker } from "../gguf/rerank.js";
 import { MEDIA, type Manifest, type ModelStore } from "./store.js";
 
 /** llama.cpp's `general.file_type` values (enum llama_ftype). */
@@ -83,21 +82,6 @@ function jsonValue(v: GgufValue): unknown {
   if (typeof v === "bigint") return Number(v);
   if (Array.isArray(v)) return v.map(jsonValue);
   return v;
-}
-
-/** Capabilities: completion (or embedding), plus tools/insert where the template supports them. */
-export function capabilities(gguf: GgufMetadata | undefined, template: string | undefined, manifest: Manifest): Capability[] {
-  const arch = gguf?.metadata["general.architecture"];
-  const embedding = typeof arch === "string" && gguf?.metadata[`${arch}.pooling_type`] !== undefined;
-  // A reranker's pooled output is a relevance score, not an embedding: Ollama's word is "reranking".
-  const out: Capability[] = [gguf && isReranker(gguf) ? "reranking" : embedding ? "embedding" : "completion"];
-  const chatTemplate = gguf?.metadata["tokenizer.chat_template"];
-  // A Go template (the template layer) names .Tools/.Suffix; a GGUF Jinja template names `tools`.
-  const text = template ?? (typeof chatTemplate === "string" ? chatTemplate : "");
-  if (!embedding && /\.Tools\b|\btools\b/.test(text)) out.push("tools");
-  if (!embedding && template !== undefined && /\.Suffix\b/.test(template)) out.push("insert");
-  if (manifest.layers.some((l) => l.mediaType === MEDIA.projector)) out.push("vision");
-  return out;
 }
 
 /** Ollama's `parameters` text: one `key value` line per value, the key padded to 30 columns. */

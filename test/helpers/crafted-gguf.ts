@@ -115,6 +115,8 @@ export function craftedCorpus(): CraftedCase[] {
     c("unknown value type", buildGguf({ kvs: [Buffer.concat([gstr("k"), u32(13), u32(0)])] }), /^unknown metadata type 13$/),
     c("array of unknown type", buildGguf({ kvs: [Buffer.concat([gstr("k"), u32(9), u32(77), u64(1)])] }), /^unknown metadata type 77$/),
     c("array of 2^62 items", buildGguf({ kvs: [Buffer.concat([gstr("k"), u32(9), u32(4), u64(2n ** 62n)])] }), /^array length \d+ exceeds the file size$/),
+    // Elements inside the reader's buffer are read by its synchronous path: the same refusals.
+    c("string array, 2nd element of 2^40 bytes", buildGguf({ kvs: [Buffer.concat([gstr("k"), u32(9), u32(8), u64(2), gstr("a"), u64(2n ** 40n), Buffer.from("b")])] }), /^string length 1099511627776 exceeds the file size$/),
     c("array of arrays", buildGguf({ kvs: [Buffer.concat([gstr("k"), u32(9), u32(9), u64(1), u32(4), u64(1), u32(7)])] }), /^metadata arrays nested too deeply$/),
     c("duplicate key", buildGguf({ kvs: [...baseKvs(), kv.str("general.name", "again")] }), /^duplicate metadata key 'general.name'$/),
     c("alignment 0", buildGguf({ kvs: [kv.u32("general.alignment", 0)] }), /^general.alignment must be a power of two/),

@@ -1,26 +1,24 @@
 /**
- * Real families' tokenizers through `/api/tokenize` (issue 12 item 7, "Must show"): models written
- * by make-model with a family's real vocabulary (every `tokenizer.*` key of llama.cpp's
- * `models/ggml-vocab-*.gguf`) and chat template, random weights. llama.cpp's own tokenizer test
- * vectors (`.inp`/`.out`, read as tests/test-tokenizer-0.cpp reads them: no BOS, special-token
- * text not parsed) must come out of the daemon token for token.
+ * Issue 12 "Must show" on nine real families (test/helpers/families.ts): models written by
+ * make-model with a family's real vocabulary (every `tokenizer.*` key of llama.cpp's
+ * `models/ggml-vocab-*.gguf`, Qwen 3 and DeepSeek-R1 with their own added tokens) and chat
+ * template, random weights, one model per family. Per family:
+ * - llama.cpp's own tokenizer test vectors (`.inp`/`.out`, read as tests/test-tokenizer-0.cpp reads
+ *   them: no BOS, special-token text not parsed) come out of `/api/tokenize` token for token;
+ * - `/api/show` gives the family's template;
+ * - a chat with system, user, assistant (a tool call) and tool turns renders, through
+ *   `_debug_render_only`, exactly what node-llama-cpp renders from the same file (its chat wrapper
+ *   resolved in this process, the history built here by hand, not by lmd).
+ * The forced tool call round trips and thinking are in families-tools.test.ts.
  */
 import { readFile } from "node:fs/promises";
-import path from "node:path";
 import t from "tap";
-import { readTemplate, readTokenizer } from "../../src/gguf/family-vocab.js";
+import { readTemplate } from "../../src/gguf/family-vocab.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
+import { callMessage, nodeLlamaCppRendering, question, resultMessage, tools } from "../helpers/family-chat.js";
+import { FAMILIES, familyModel, vocabPath } from "../helpers/families.js";
 import { llamaSrc } from "../helpers/llama-src.js";
-
-/** Family → llama.cpp's vocabulary file and chat template of that family. */
-const FAMILIES = [
-  { name: "llama3.1", vocab: "llama-bpe", template: "meta-llama-Llama-3.1-8B-Instruct" },
-  { name: "qwen2.5", vocab: "qwen2", template: "Qwen-Qwen2.5-7B-Instruct" },
-  { name: "qwen3.5", vocab: "qwen35", template: "Qwen3.5-4B" },
-  { name: "gemma4", vocab: "gemma-4", template: "google-gemma-4-31B-it" },
-  { name: "phi3.5", vocab: "phi-3", template: "microsoft-Phi-3.5-mini-instruct" },
-  { name: "command-r-plus", vocab: "command-r", template: "CohereForAI-c4ai-command-r-plus-tool_use" },
-] as const;
+import { testGguf } from "../helpers/models.js";
 
 /** llama.cpp's test vectors: inputs split on its separator, one line of token ids per input. */
 async function vectors(file: string): Promise<{ text: string; tokens: number[] }[]> {
@@ -32,30 +30,45 @@ async function vectors(file: string): Promise<{ text: string; tokens: number[] }
   return inputs.map((text, i) => ({ text, tokens: outputs[i]!.trim().split(/\s+/).filter(Boolean).map(Number) }));
 }
 
-t.test("real families' tokenizers through /api/tokenize", async (t) => {
+t.test("real families: tokenizer vectors, template, rendering", async (t) => {
   const src = await llamaSrc();
-  const vocabFile = (v: string) => path.join(src, "models", `ggml-vocab-${v}.gguf`);
-  const models = [];
+  const makes = new Map(await Promise.all(FAMILIES.map(async (f) => [f.name, await familyModel(f)] as const)));
+  // Written one after the other (cached across test files); node-llama-cpp's renderings follow in
+  // this process while the daemon's runners load the models.
+  const files = new Map<string, string>();
+  for (const f of FAMILIES) files.set(f.name, await testGguf(makes.get(f.name)));
+  const renderings = new Map<string, ReturnType<typeof nodeLlamaCppRendering>>();
+  let chain: Promise<unknown> = Promise.resolve();
   for (const f of FAMILIES) {
-    // Tiny: a 32-wide embedding keeps even Gemma's 262k-token vocabulary at a few MB of weights.
-    const make = { preset: "tiny" as const, embeddingLength: 32, heads: 2, kvHeads: 2, feedForwardLength: 64, layers: 1, tokenizer: await readTokenizer(vocabFile(f.vocab)), template: await readTemplate(f.template, src) };
-    models.push({ name: f.name, make });
+    const p = chain.then(() => nodeLlamaCppRendering(files.get(f.name)!));
+    p.catch(() => undefined);
+    renderings.set(f.name, p);
+    chain = p.catch(() => undefined);
   }
-  const { url } = await startDaemon(t, { models, env: { SERVICE_CONTEXT_LENGTH: "256" } });
+  const { url } = await startDaemon(t, { models: FAMILIES.map((f) => ({ name: f.name, make: makes.get(f.name)! })), env: { SERVICE_CONTEXT_LENGTH: "512" } });
 
   for (const f of FAMILIES) {
-    t.test(`${f.name} (ggml-vocab-${f.vocab})`, async (t) => {
-      const cases = await vectors(vocabFile(f.vocab));
+    t.test(`${f.name} (ggml-vocab-${f.vocab}, ${f.template})`, async (t) => {
+      const cases = await vectors(vocabPath(src, f.vocab));
+      // The first request loads the model; the rest go together.
+      const tokenize = async (content: string) => ((await (await postJson(`${url}/api/tokenize`, { model: f.name, content, parse_special: false })).json()) as { tokens: number[] }).tokens;
+      const first = await tokenize(cases[0]!.text);
+      const got = [first, ...(await Promise.all(cases.slice(1).map((c) => tokenize(c.text))))];
       let same = 0;
-      for (const c of cases) {
-        const res = await postJson(`${url}/api/tokenize`, { model: f.name, content: c.text, parse_special: false });
-        const body = (await res.json()) as { tokens: number[] };
-        if (JSON.stringify(body.tokens) === JSON.stringify(c.tokens)) same++;
-        else t.same(body.tokens, c.tokens, `tokens of ${JSON.stringify(c.text).slice(0, 60)}`);
+      for (const [i, c] of cases.entries()) {
+        if (JSON.stringify(got[i]) === JSON.stringify(c.tokens)) same++;
+        else t.same(got[i], c.tokens, `tokens of ${JSON.stringify(c.text).slice(0, 60)}`);
       }
       t.equal(same, cases.length, `all ${cases.length} of llama.cpp's test vectors`);
-      const show = await postJson(`${url}/api/show`, { model: f.name });
-      t.equal(((await show.json()) as { template: string }).template, await readTemplate(f.template, src), "the family's chat template is the model's");
+
+      const show = (await (await postJson(`${url}/api/show`, { model: f.name })).json()) as { template: string };
+      t.equal(show.template, await readTemplate(f.template, src), "the family's chat template is the model's");
+
+      const res = await postJson(`${url}/api/chat`, { model: f.name, stream: false, tools, messages: [...question, callMessage, resultMessage], _debug_render_only: true });
+      const body = (await res.json()) as { _debug_info?: { rendered_template: string }; error?: string };
+      t.equal(res.status, 200, body.error ?? "rendered");
+      const expected = await renderings.get(f.name)!;
+      t.equal(body._debug_info?.rendered_template, expected.text, `system, user, assistant and tool turns render as node-llama-cpp renders them (${expected.wrapper})`);
     });
   }
 });

@@ -9,7 +9,7 @@ import { readJson } from "../../http/body.js";
 import { sendJson, SseStream } from "../../http/respond.js";
 import type { RequestContext } from "../../http/router.js";
 import { compileValidator } from "../../http/validate.js";
-import { resolveTarget, runCompletion } from "../completion.js";
+import { requireCompletion, resolveTarget, runCompletion } from "../completion.js";
 import type { TokenLogprob } from "../../runner/protocol.js";
 import { toLegacy } from "../logprobs.js";
 import type { Services } from "../services.js";
@@ -22,6 +22,7 @@ export async function completions(ctx: RequestContext, services: Services): Prom
   if (body.suffix) throw new BadRequestError(`model '${body.model}' does not support insert`);
   const prompt = typeof body.prompt === "string" ? body.prompt : (body.prompt[0] ?? "");
   const target = await resolveTarget(services, body.model, toOptions(body), undefined, ctx.log);
+  await requireCompletion(services, target, "generate");
   const head = { id: responseId("cmpl"), object: "text_completion", created: unixNow(), model: body.model, system_fingerprint: SYSTEM_FINGERPRINT };
   const choice = (text: string, finish: string | null, logprobs: Record<string, unknown> | null = null) => ({ ...head, choices: [{ text, index: 0, logprobs, finish_reason: finish }] });
   const stream = body.stream ? new SseStream(ctx.res) : undefined;

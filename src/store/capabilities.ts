@@ -1,0 +1,57 @@
+/**
+ * What a stored model can do, in Ollama's words and by Ollama's rules (server/images.go
+ * `Capabilities()`): `embedding` for a model with a pooling type, else `completion`; from the
+ * template in effect — the Go template (template layer) when the model has one, else the GGUF's
+ * Jinja chat template — `tools`, `insert` (Go: uses `.Suffix`) and `thinking` (Go: shows
+ * `.Thinking` between tags inside `range .Messages`; Jinja: has `<think>` and `</think>`, or splits
+ * content at `</think>`); `vision` with a projector layer. lmd's own word `reranking` replaces
+ * `embedding` for a reranker (its pooled output is a score).
+ */
+import type { Capability } from "../api/model-types.js";
+import type { GgufMetadata } from "../gguf/gguf.js";
+import { isReranker } from "../gguf/rerank.js";
+import { parseTemplate } from "../template/index.js";
+import { inferThinkingTags } from "../template/thinking.js";
+import { MEDIA, type Manifest } from "./store.js";
+
+/** The capabilities of a model from its GGUF header, its Go template (if any) and its layers. */
+export function capabilities(gguf: GgufMetadata | undefined, template: string | undefined, manifest: Manifest): Capability[] {
+  const arch = gguf?.metadata["general.architecture"];
+  const embedding = typeof arch === "string" && gguf?.metadata[`${arch}.pooling_type`] !== undefined;
+  const out: Capability[] = [gguf && isReranker(gguf) ? "reranking" : embedding ? "embedding" : "completion"];
+  if (!embedding) {
+    const chatTemplate = gguf?.metadata["tokenizer.chat_template"];
+    // The template that renders the model's prompts decides, as lmd renders them (docs/templates.md).
+    if (template !== undefined) out.push(...goTemplateCapabilities(template));
+    else if (typeof chatTemplate === "string") out.push(...chatTemplateCapabilities(chatTemplate));
+  }
+  if (manifest.layers.some((l) => l.mediaType === MEDIA.projector)) out.push("vision");
+  return out;
+}
+
+/** Ollama's goTemplateCapabilities: the template's variables and its thinking tags. */
+export function goTemplateCapabilities(source: string): Capability[] {
+  let t;
+  try {
+    t = parseTemplate(source);
+  } catch {
+    return []; // Ollama: "model template contains errors", no capabilities of its own
+  }
+  const vars = t.vars();
+  const out: Capability[] = [];
+  if (vars.has("tools")) out.push("tools");
+  if (vars.has("suffix")) out.push("insert");
+  const [open, close] = inferThinkingTags(t.root);
+  if (open !== "" && close !== "") out.push("thinking");
+  return out;
+}
+
+/** Ollama's chatTemplateCapabilities (chatTemplateHasToolSupport, chatTemplateHasThinkingSupport). */
+export function chatTemplateCapabilities(template: string): Capability[] {
+  const out: Capability[] = [];
+  if (template.includes("tools") || template.includes("tool_call")) out.push("tools");
+  const tags = template.includes("<think>") && template.includes("</think>");
+  const splits = (template.includes("content.split('</think>')") || template.includes('content.split("</think>")')) && !template.includes("reasoning_content") && !template.includes("<SPECIAL_12>");
+  if (tags || splits) out.push("thinking");
+  return out;
+}

@@ -1,0 +1,65 @@
+/**
+ * Issue 12 item 9: `capabilities` in /api/show and /api/tags say what a model can do, in Ollama's
+ * words and by Ollama's rules (server/images.go): `completion` or `embedding`; `tools`, `insert`,
+ * `thinking` from the template in effect (a Go template layer, else the GGUF's Jinja template).
+ * And, as Ollama: an embedding-only model on /api/generate or /api/chat is a 400
+ * `"<model>" does not support generate` / `... chat`, answered before anything is loaded.
+ */
+import t from "tap";
+import { installGguf } from "../../src/store/install.js";
+import { assertError } from "../helpers/assert-error.js";
+import { postJson, startDaemon } from "../helpers/daemon.js";
+import { bertGguf } from "../helpers/encoder-models.js";
+
+const JINJA_TOOLS_THINK = "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' %}<think></think>{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}{% if tools %}{{ tools | tojson }}{% endif %}";
+const GO_TOOLS = "{{ if .Tools }}{{ .Tools }}{{ end }}{{ range .Messages }}{{ .Role }}: {{ .Content }}\n{{ end }}";
+const GO_SUFFIX_THINK = "{{ range .Messages }}{{ if .Thinking }}<think>{{ .Thinking }}</think>{{ end }}{{ .Content }}{{ end }}{{ if .Suffix }}<PRE>{{ .Prompt }}<SUF>{{ .Suffix }}{{ end }}";
+
+t.test("capabilities by Ollama's rules, in /api/show and /api/tags", async (t) => {
+  const { url, app } = await startDaemon(t, {
+    models: [
+      { name: "plain" },
+      { name: "chatml", make: { preset: "tiny", chatTemplate: "chatml" } },
+      { name: "jinja-tools-think", make: { preset: "tiny", template: JINJA_TOOLS_THINK } },
+    ],
+  });
+  await installGguf(app.services.store, "bge", await bertGguf(), { architecture: "bert", fileType: "Q8_0" });
+  for (const [model, template] of [["go-tools", GO_TOOLS], ["go-suffix-think", GO_SUFFIX_THINK]] as const) {
+    // A Go template layer takes over from the GGUF's Jinja template (which mentions tools and thoughts).
+    const res = await postJson(`${url}/api/create`, { model, from: "jinja-tools-think", template, stream: false });
+    t.equal(res.status, 200, `create ${model}`);
+  }
+  const expected: Record<string, string[]> = {
+    plain: ["completion"],
+    chatml: ["completion"],
+    "jinja-tools-think": ["completion", "tools", "thinking"],
+    "go-tools": ["completion", "tools"],
+    "go-suffix-think": ["completion", "insert", "thinking"],
+    bge: ["embedding"],
+  };
+  for (const [model, caps] of Object.entries(expected)) {
+    const show = (await (await postJson(`${url}/api/show`, { model })).json()) as { capabilities: string[] };
+    t.same(show.capabilities, caps, `${model}: /api/show`);
+  }
+  const tags = (await (await fetch(`${url}/api/tags`)).json()) as { models: { name: string; capabilities: string[] }[] };
+  for (const [model, caps] of Object.entries(expected)) {
+    t.same(tags.models.find((m) => m.name === `${model}:latest`)?.capabilities, caps, `${model}: /api/tags`);
+  }
+});
+
+t.test("an embedding model does not support generate or chat", async (t) => {
+  const { url, app } = await startDaemon(t, { models: [] });
+  await installGguf(app.services.store, "bge", await bertGguf(), { architecture: "bert", fileType: "Q8_0" });
+  await assertError(t, await postJson(`${url}/api/generate`, { model: "bge", prompt: "hi" }), 400, '"bge" does not support generate');
+  await assertError(t, await postJson(`${url}/api/generate`, { model: "bge", prompt: "" }), 400, '"bge" does not support generate');
+  await assertError(t, await postJson(`${url}/api/chat`, { model: "bge", messages: [{ role: "user", content: "hi" }] }), 400, '"bge" does not support chat');
+  await assertError(t, await postJson(`${url}/api/chat`, { model: "bge", messages: [{ role: "user", content: "hi" }], _debug_render_only: true }), 400, '"bge" does not support chat');
+  await assertError(t, await postJson(`${url}/v1/chat/completions`, { model: "bge", messages: [{ role: "user", content: "hi" }] }), 400, '"bge" does not support chat');
+  await assertError(t, await postJson(`${url}/v1/completions`, { model: "bge", prompt: "hi" }), 400, '"bge" does not support generate');
+  const ps = (await (await fetch(`${url}/api/ps`)).json()) as { models: unknown[] };
+  t.same(ps.models, [], "nothing was loaded");
+  const unload = await postJson(`${url}/api/generate`, { model: "bge", prompt: "", keep_alive: 0, stream: false });
+  t.equal(unload.status, 200, "the unload form works on any model, as in Ollama");
+  const embed = await postJson(`${url}/api/embed`, { model: "bge", input: "hi" });
+  t.equal(embed.status, 200, "it still embeds");
+});
