@@ -15,6 +15,7 @@ function killAll(): void {
 process.once("exit", killAll);
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
   process.once(signal, () => {
+    process.stderr.write(`bench: ${signal} received, stopping its processes\n`);
     killAll();
     process.exit(130);
   });

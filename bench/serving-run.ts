@@ -31,6 +31,8 @@ export const median = (xs: number[]) => {
   const m = Math.floor(s.length / 2);
   return s.length === 0 ? NaN : s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
+/** A new request with no first token after this long while others stream is counted as starved. */
+const STARVED_MS = 10_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const f = (x: number, digits = 1) => (Number.isFinite(x) ? x.toFixed(digits) : "—");
 const ratio = (a: number, b: number) => (Number.isFinite(a / b) ? (a / b).toFixed(3) : "—");
@@ -56,11 +58,25 @@ async function aggregate(ctx: ServingContext, n: number, add: (k: string, v: num
     for (let round = 0; round < ctx.rounds; round++) {
       for (const [kind, url] of round % 2 ? [...targets].reverse() : targets) {
         add(`ttft.idle.${kind}`, await probeTtft(kind, url, ctx.sampling, round * 100));
-        const bg = backgroundStreams(kind, url, n - 1, ctx.sampling, round);
+        let bg = backgroundStreams(kind, url, n - 1, ctx.sampling, round);
         await bg.ready;
         for (let i = 0; i < ctx.probes; i++) {
           await sleep(50 + ((i * 37) % 100)); // arrive at different points of the decode loop
-          add(`ttft.load.${kind}`, await probeTtft(kind, url, ctx.sampling, round * 100 + i + 1));
+          // A request that gets no first token while the others stream is starved: stop the others
+          // (it then completes, and its time counts), note it, and start them again for the next one.
+          const probe = probeTtft(kind, url, ctx.sampling, round * 100 + i + 1);
+          const timer = setTimeout(() => {
+            ctx.log(`${kind}: a new request got no first token in ${STARVED_MS / 1000} s while ${n - 1} others streamed; stopping them`);
+            add(`ttft.starved.${kind}`, 1);
+            void bg.stop();
+          }, STARVED_MS);
+          add(`ttft.load.${kind}`, await probe);
+          clearTimeout(timer);
+          if (bg.stopped()) {
+            await bg.stop();
+            bg = backgroundStreams(kind, url, n - 1, ctx.sampling, round * 10 + i);
+            await bg.ready;
+          }
         }
         await bg.stop();
       }
@@ -165,9 +181,14 @@ export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]
     await aggregate(ctx, n, add);
     rows.push([`aggregate decode tok/s, ${n} streams (\`SERVICE_NUM_PARALLEL=${n}\` vs \`-np ${n}\`)`, ls ? `${f(m(`agg${n}.lmd`))} vs ${f(m(`agg${n}.llama-server`))}` : f(m(`agg${n}.lmd`)), ls ? ratio(m(`agg${n}.lmd`), m(`agg${n}.llama-server`)) : "—", "≥ 1.0"]);
   }
+  const starved = (kind: ServerKind) => {
+    const k = (samples[`ttft.starved.${kind}`] ?? []).length;
+    return k ? `, **${k} of ${(samples[`ttft.load.${kind}`] ?? []).length} got no token until the others were stopped (> ${STARVED_MS / 1000} s)**` : "";
+  };
   rows.push([
     "TTFT of a new ~64-token request while 3 others stream, ms (idle server in brackets)",
-    ls ? `${f(m("ttft.load.lmd"))} vs ${f(m("ttft.load.llama-server"))} (${f(m("ttft.idle.lmd"))} vs ${f(m("ttft.idle.llama-server"))})` : `${f(m("ttft.load.lmd"))} (${f(m("ttft.idle.lmd"))})`,
+    (ls ? `${f(m("ttft.load.lmd"))} vs ${f(m("ttft.load.llama-server"))} (${f(m("ttft.idle.lmd"))} vs ${f(m("ttft.idle.llama-server"))})` : `${f(m("ttft.load.lmd"))} (${f(m("ttft.idle.lmd"))})`) +
+      starved("lmd") + (ls ? starved("llama-server").replace(", **", ", **llama-server: ") : ""),
     ls ? ratio(m("ttft.load.lmd"), m("ttft.load.llama-server")) : "—",
     "≤ 1.0",
   ]);
