@@ -4,7 +4,10 @@
  * medians. Models come from scripts/make-model and live in a cache directory, not the repository.
  *
  *   npm run bench -- [--model bench-100m|bench-1b|PATH] [--threads N] [--rounds N] [--tokens N]
- *                    [--llama-server] [--quick] [--cache DIR] [--json FILE]
+ *                    [--serving-rounds N] [--llama-server] [--quick] [--cache DIR] [--json FILE]
+ *
+ * `--quick` (2 rounds, serving figures 1 round, 32 tokens) runs every section fast: it checks that
+ * the command works, its figures mean nothing.
  *
  * Everything runs on loopback. Both lmd's runner and the direct process run with UV_THREADPOOL_SIZE=1.
  */
@@ -36,6 +39,7 @@ const { values: args } = parseArgs({
     tokens: { type: "string", default: "128" },
     cache: { type: "string", default: path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache"), "lmd-bench") },
     "llama-server": { type: "boolean", default: false },
+    "serving-rounds": { type: "string", default: "3" },
     quick: { type: "boolean", default: false },
     json: { type: "string" },
   },
@@ -43,7 +47,7 @@ const { values: args } = parseArgs({
 const threads = Number(args.threads);
 const rounds = args.quick ? 2 : Number(args.rounds);
 /** Rounds of the serving figures (each round of those is long; their medians settle sooner). */
-const servingRounds = args.quick ? 1 : Math.min(rounds, 3);
+const servingRounds = args.quick ? 1 : Number(args["serving-rounds"]);
 const started = performance.now();
 const loadBefore = os.loadavg().map((l) => l.toFixed(2)).join(" ");
 const tokens = args.quick ? 32 : Number(args.tokens);

@@ -171,7 +171,10 @@ async function speculative(ctx: ServingContext, add: (k: string, v: number) => v
       const r = await speculativeRun(lmd.url, variant, n, round);
       runs[variant] = r;
       add(variant === "spec-target" ? "spec.plain" : `${variant}.rate`, r.rate);
-      if (variant !== "spec-target") add(`${variant}.acceptance`, r.drafted ? r.accepted / r.drafted : 0);
+      if (variant !== "spec-target") {
+        add(`${variant}.acceptance`, r.drafted ? r.accepted / r.drafted : 0);
+        add(`${variant}.drafted`, r.drafted);
+      }
     }
     const plain = runs["spec-target"]!;
     for (const variant of variants.slice(1)) {
@@ -225,7 +228,7 @@ export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]
     "spec-with-unrelated-default": ["unrelated draft, default `draft_p_min` 0.6", "≥ 0.9"],
   };
   for (const [variant, [text, target]] of Object.entries(label)) {
-    rows.push([`speculative decode tok/s, 1B target, greedy: ${text}`, `${f(m(`${variant}.rate`), 2)} vs ${f(plain, 2)} plain, ${f(100 * m(`${variant}.acceptance`), 0)}% of drafts accepted`, ratio(m(`${variant}.rate`), plain), target]);
+    rows.push([`speculative decode tok/s, 1B target, greedy: ${text}`, `${f(m(`${variant}.rate`), 2)} vs ${f(plain, 2)} plain, ${f(m(`${variant}.drafted`), 0)} tokens drafted per ${Math.min(ctx.tokens, 64)}, ${f(100 * m(`${variant}.acceptance`), 0)}% accepted`, ratio(m(`${variant}.rate`), plain), target]);
   }
   rows.push(["speculative output equals plain greedy output (every variant, every round)", identical ? "identical" : "**DIFFERENT**", "—", "identical"]);
   return { rows, samples, chosen };
