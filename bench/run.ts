@@ -4,7 +4,10 @@
  * medians. Models come from scripts/make-model and live in a cache directory, not the repository.
  *
  *   npm run bench -- [--model bench-100m|bench-1b|PATH] [--threads N] [--rounds N] [--tokens N]
- *                    [--llama-server] [--quick] [--cache DIR] [--json FILE]
+ *                    [--serving-rounds N] [--llama-server] [--quick] [--cache DIR] [--json FILE]
+ *
+ * `--quick` (2 rounds, serving figures 1 round, 32 tokens) runs every section fast: it checks that
+ * the command works, its figures mean nothing.
  *
  * Everything runs on loopback. Both lmd's runner and the direct process run with UV_THREADPOOL_SIZE=1.
  */
@@ -12,6 +15,7 @@ import { execFileSync, fork, spawn, type ChildProcess } from "node:child_process
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { makeModel, type PresetName } from "../src/gguf/make-model.js";
@@ -20,7 +24,9 @@ import { ModelStore } from "../src/store/store.js";
 import type { DecodeResult, DirectRequest } from "./direct.js";
 import { httpRps, lmdDecode, lmdGenerate, type Sampling } from "./http.js";
 import { freePort, startLlamaServer, llamaServerDecode, llamaServerPrefill } from "./llama-server.js";
-import { servingFigures } from "./serving-run.js";
+import { stopProcess, track } from "./procs.js";
+import { prose } from "./serving.js";
+import { median, servingFigures, type Row } from "./serving-run.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
@@ -33,22 +39,22 @@ const { values: args } = parseArgs({
     tokens: { type: "string", default: "128" },
     cache: { type: "string", default: path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache"), "lmd-bench") },
     "llama-server": { type: "boolean", default: false },
+    "serving-rounds": { type: "string", default: "3" },
     quick: { type: "boolean", default: false },
     json: { type: "string" },
   },
 });
 const threads = Number(args.threads);
 const rounds = args.quick ? 2 : Number(args.rounds);
+/** Rounds of the serving figures (each round of those is long; their medians settle sooner). */
+const servingRounds = args.quick ? 1 : Number(args["serving-rounds"]);
+const started = performance.now();
+const loadBefore = os.loadavg().map((l) => l.toFixed(2)).join(" ");
 const tokens = args.quick ? 32 : Number(args.tokens);
 const cache = args.cache;
 const sampling: Sampling = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, seed: 1, repeat_penalty: 1 };
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length === 0 ? NaN : s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-const log = (msg: string) => process.stderr.write(`${msg}\n`);
+const log = (msg: string) => process.stderr.write(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${msg}\n`);
 
 async function ensureModel(): Promise<string> {
   if (existsSync(args.model) && args.model.endsWith(".gguf")) return path.resolve(args.model);
@@ -63,7 +69,7 @@ async function ensureModel(): Promise<string> {
 
 /** The direct baseline process. */
 function startDirect(): { call: <T>(req: DirectRequest) => Promise<T>; child: ChildProcess } {
-  const child = fork(path.join(here, "direct.js"), [], { env: { ...process.env, UV_THREADPOOL_SIZE: "1" }, stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const child = track(fork(path.join(here, "direct.js"), [], { env: { ...process.env, UV_THREADPOOL_SIZE: "1" }, stdio: ["ignore", "inherit", "inherit", "ipc"] }));
   const call = <T>(req: DirectRequest) =>
     new Promise<T>((resolve, reject) => {
       child.once("message", (msg: { ok: boolean; result?: T; error?: string }) => (msg.ok ? resolve(msg.result as T) : reject(new Error(msg.error))));
@@ -75,21 +81,26 @@ function startDirect(): { call: <T>(req: DirectRequest) => Promise<T>; child: Ch
 /** More models for a run: name → GGUF file and its parameters (e.g. `draft`). */
 type ExtraModels = Record<string, { file: string; params?: Record<string, unknown> }>;
 
-/** lmd as a user runs it: `node dist/src/main.js serve`, its store in the cache. */
-async function startLmd(modelFile: string, env: Record<string, string>, extra: ExtraModels = {}): Promise<{ url: string; child: ChildProcess }> {
+/** lmd as a user runs it: `node dist/src/main.js serve`, its store in the cache; `onLog` sees its log lines. */
+async function startLmd(modelFile: string, env: Record<string, string>, extra: ExtraModels = {}, onLog?: (line: string) => void): Promise<{ url: string; child: ChildProcess }> {
   const store = new ModelStore(path.join(cache, "store"));
   await store.init();
   await installGguf(store, "bench", modelFile, { params: { repeat_penalty: 1 } });
   for (const [name, m] of Object.entries(extra)) await installGguf(store, name, m.file, { params: { repeat_penalty: 1, ...m.params } });
   const port = await freePort();
-  // stdout (the access log) goes nowhere: reading it here would compete with autocannon for this process.
-  const child = spawn(process.execPath, [path.join(root, "dist/src/main.js"), "serve"], {
+  // stdout (the access log) goes nowhere unless asked for: reading it would compete with the clients for this process.
+  const child = track(spawn(process.execPath, [path.join(root, "dist/src/main.js"), "serve"], {
     env: { PATH: process.env.PATH ?? "", HOME: os.homedir(), SERVICE_MODELS: path.join(cache, "store"), SERVICE_HOST: `127.0.0.1:${port}`, SERVICE_THREADS: String(threads), SERVICE_GPU: "false", SERVICE_CONTEXT_LENGTH: "4096", ...env },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+    stdio: ["ignore", onLog ? "pipe" : "ignore", "inherit"],
+  }));
+  if (onLog && child.stdout) createInterface({ input: child.stdout }).on("line", onLog);
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300 && !(await fetch(`${url}/api/version`).then((r) => r.ok, () => false)); i++) await new Promise((r) => setTimeout(r, 100));
-  return { url, child };
+  for (let i = 0; i < 300 && child.exitCode === null; i++) {
+    if (await fetch(`${url}/api/version`).then((r) => r.ok, () => false)) return { url, child };
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill("SIGKILL");
+  throw new Error("lmd did not answer /api/version within 30 s");
 }
 
 function rssMb(pid: number | undefined): number {
@@ -115,19 +126,13 @@ const rate = (r: DecodeResult) => {
   return (total - r.streams.length) / ((end - start) / 1000);
 };
 
-/** A prompt of about `n` tokens, different in each round so nothing is served from the prompt cache. */
-const prose = (n: number, salt: number) => {
-  const words = "the river ran past the old mill where a miller and his daughter kept bread and stories for travellers".split(" ");
-  return `${salt} ` + Array.from({ length: Math.round(n * 0.95) }, (_, i) => words[(i * 7 + salt) % words.length]).join(" ");
-};
-
 async function main(): Promise<void> {
   const modelFile = await ensureModel();
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
   const idleLmd = await startLmd(modelFile, {});
   await new Promise((r) => setTimeout(r, 1000));
   const rssIdle = rssMb(idleLmd.child.pid);
-  idleLmd.child.kill("SIGTERM");
+  await stopProcess(idleLmd.child);
 
   const lmd = await startLmd(modelFile, { SERVICE_NUM_PARALLEL: "4", SERVICE_KEEP_ALIVE: "-1" });
   const direct = startDirect();
@@ -136,22 +141,35 @@ async function main(): Promise<void> {
   const rssLoaded = rssMb(lmd.child.pid);
   const rssRunner = runnerPids(lmd.child.pid).map(rssMb).reduce((a, b) => a + b, 0);
   const server = args["llama-server"] ? await startLlamaServer(root, cache, modelFile, threads) : undefined;
+  if (server) await llamaServerDecode(server.url, "warm up", 4, sampling);
 
   const r: Record<string, number[]> = {};
   const add = (k: string, v: number) => (r[k] ??= []).push(v);
+  const promptTokens = args.quick ? 256 : 512;
   for (let round = 0; round < rounds; round++) {
     log(`round ${round + 1}/${rounds}`);
-    add("decode.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 1, sampling)));
-    add("decode.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 1 })));
-    if (server) add("decode.llama-server", await llamaServerDecode(server.url, "Once upon a time", tokens, sampling));
+    // Single stream and prefill, the three sides in an order that rotates each round.
+    const single: (() => Promise<void>)[] = [
+      async () => {
+        add("decode.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 1, sampling)));
+        const pl = await lmdGenerate(lmd.url, { model: "bench", prompt: prose(promptTokens, round), raw: true, stream: true, options: { ...sampling, num_predict: 1 } });
+        add("prefill.lmd", pl.promptEvalCount / (pl.ttftMs / 1000));
+      },
+      async () => {
+        add("decode.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 1 })));
+        const pd = await direct.call<{ ms: number; promptTokens: number }>({ op: "ttft", prompt: prose(promptTokens, round + 1000) });
+        add("prefill.direct", pd.promptTokens / (pd.ms / 1000));
+      },
+    ];
+    if (server) {
+      single.push(async () => {
+        add("decode.llama-server", await llamaServerDecode(server.url, "Once upon a time", tokens, sampling));
+        add("prefill.llama-server", await llamaServerPrefill(server.url, prose(promptTokens, round + 3000), sampling));
+      });
+    }
+    for (let i = 0; i < single.length; i++) await single[(round + i) % single.length]!();
     add("agg4.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 4, sampling)));
     add("agg4.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 4 })));
-    const long = prose(args.quick ? 256 : 512, round);
-    const pl = await lmdGenerate(lmd.url, { model: "bench", prompt: long, raw: true, stream: true, options: { ...sampling, num_predict: 1 } });
-    add("prefill.lmd", pl.promptEvalCount / (pl.ttftMs / 1000));
-    const pd = await direct.call<{ ms: number; promptTokens: number }>({ op: "ttft", prompt: prose(args.quick ? 256 : 512, round + 1000) });
-    add("prefill.direct", pd.promptTokens / (pd.ms / 1000));
-    if (server) add("prefill.llama-server", await llamaServerPrefill(server.url, prose(args.quick ? 256 : 512, round + 3000)));
     for (let i = 0; i < 5; i++) {
       add("ttft.lmd", (await lmdGenerate(lmd.url, { model: "bench", prompt: `${round}-${i} Hi`, raw: true, stream: true, options: { ...sampling, num_predict: 1 } })).ttftMs);
       add("ttft.direct", (await direct.call<{ ms: number }>({ op: "ttft", prompt: `${round}-${i} Hi` })).ms);
@@ -165,35 +183,45 @@ async function main(): Promise<void> {
     add("turn2.ttft", second.ttftMs);
   }
   const rps = await httpRps(root, lmd.url, args.quick ? 3 : 10);
-  server?.child.kill("SIGTERM");
-  lmd.child.kill("SIGTERM");
   direct.child.send({ op: "exit" }); // it exits without answering
+  await stopProcess(server?.child);
+  await stopProcess(lmd.child);
   const serving = await servingFigures({
-    startLmd: (env, extra) => startLmd(modelFile, env, extra),
+    startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
     startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel) : undefined,
-    rounds: args.quick ? 1 : Math.min(rounds, 3),
+    rounds: servingRounds,
     tokens,
+    probes: args.quick ? 2 : 5,
     cache,
     sampling,
     log,
   });
 
   const m = (k: string) => median(r[k] ?? []);
-  const rows: [string, string, string, string][] = [
-    ["single-stream decode tokens/s (HTTP)", `${m("decode.lmd").toFixed(1)} vs ${m("decode.direct").toFixed(1)} direct`, (m("decode.lmd") / m("decode.direct")).toFixed(3), "≥ 0.97"],
-    ["prefill tokens/s (HTTP)", `${m("prefill.lmd").toFixed(0)} vs ${m("prefill.direct").toFixed(0)} direct`, (m("prefill.lmd") / m("prefill.direct")).toFixed(3), "≥ 0.97"],
-    ["aggregate decode tokens/s, 4 streams", `${m("agg4.lmd").toFixed(1)} vs ${m("agg4.direct").toFixed(1)} direct (1 stream: ${m("decode.lmd").toFixed(1)})`, (m("agg4.lmd") / m("agg4.direct")).toFixed(3), "≥ 0.95, > 1-stream"],
-    ["warm time to first token (ms)", `${m("ttft.lmd").toFixed(2)} vs ${m("ttft.direct").toFixed(2)} direct`, `+${(m("ttft.lmd") - m("ttft.direct")).toFixed(2)} ms`, "≤ +5 ms"],
-    ["GET /api/version requests/s", `${rps.lmd.toFixed(0)} vs ${rps.bare.toFixed(0)} bare node:http`, (rps.lmd / rps.bare).toFixed(3), "≥ 0.8"],
-    ["second-turn TTFT, ~1,000-token history (ms)", `${m("turn2.ttft").toFixed(1)} vs ${m("turn1.ttft").toFixed(1)} first turn`, m("turn2.ratio").toFixed(3), "≤ 0.25"],
-    ["daemon RSS (MB)", `idle ${rssIdle.toFixed(0)}; one model loaded: parent ${rssLoaded.toFixed(0)}, runner ${rssRunner.toFixed(0)}`, "—", "idle ≤ 100"],
+  const f = (x: number, digits = 1) => (Number.isFinite(x) ? x.toFixed(digits) : "—");
+  const vs = (a: string, b: string) => (server ? (m(a) / m(b)).toFixed(3) : "—");
+  const issue: Row[] = [
+    ["single-stream decode tok/s, lmd vs llama-server (`-np 1`)", server ? `${f(m("decode.lmd"))} vs ${f(m("decode.llama-server"))}` : f(m("decode.lmd")), vs("decode.lmd", "decode.llama-server"), "≥ 1.0"],
+    [`prefill tok/s, fresh ~${promptTokens}-token prompt, lmd vs llama-server (client-timed)`, server ? `${f(m("prefill.lmd"), 0)} vs ${f(m("prefill.llama-server"), 0)}` : f(m("prefill.lmd"), 0), vs("prefill.lmd", "prefill.llama-server"), "≥ 1.0"],
+    ...serving.rows,
   ];
-  if (server) rows.push(["decode tokens/s vs llama-server", `${m("decode.lmd").toFixed(1)} vs ${m("decode.llama-server").toFixed(1)}`, (m("decode.lmd") / m("decode.llama-server")).toFixed(3), "≥ 1.0"]);
-  if (server) rows.push(["prefill tokens/s vs llama-server", `${m("prefill.lmd").toFixed(0)} vs ${m("prefill.llama-server").toFixed(0)}`, (m("prefill.lmd") / m("prefill.llama-server")).toFixed(3), "≥ 1.0"]);
-  rows.push(...serving.rows);
-  const table = ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
-  process.stdout.write(`${table}\n\nload average after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}\n`);
-  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, rounds, tokens, samples: r, serving: serving.samples, rps, rssIdle, rssLoaded, rssRunner }, null, 2));
+  const other: Row[] = [
+    ["single-stream decode tok/s, lmd HTTP vs node-llama-cpp direct", `${f(m("decode.lmd"))} vs ${f(m("decode.direct"))}`, (m("decode.lmd") / m("decode.direct")).toFixed(3), "≥ 0.97"],
+    ["prefill tok/s, lmd HTTP vs direct", `${f(m("prefill.lmd"), 0)} vs ${f(m("prefill.direct"), 0)}`, (m("prefill.lmd") / m("prefill.direct")).toFixed(3), "≥ 0.97"],
+    ["aggregate decode tok/s, 4 streams, lmd vs direct 4 sequences", `${f(m("agg4.lmd"))} vs ${f(m("agg4.direct"))} (1 stream: ${f(m("decode.lmd"))})`, (m("agg4.lmd") / m("agg4.direct")).toFixed(3), "≥ 0.95, > 1 stream"],
+    ["warm time to first token, lmd − direct (ms)", `${f(m("ttft.lmd"), 2)} − ${f(m("ttft.direct"), 2)}`, `${m("ttft.lmd") >= m("ttft.direct") ? "+" : "−"}${Math.abs(m("ttft.lmd") - m("ttft.direct")).toFixed(2)} ms`, "≤ +5 ms"],
+    ["`GET /api/version` req/s vs bare `node:http`", `${f(rps.lmd, 0)} vs ${f(rps.bare, 0)}`, (rps.lmd / rps.bare).toFixed(3), "≥ 0.8"],
+    [`second-turn TTFT, ~${args.quick ? 500 : 1000}-token shared history, vs first turn (ms)`, `${f(m("turn2.ttft"))} vs ${f(m("turn1.ttft"))}`, m("turn2.ratio").toFixed(3), "≤ 0.25"],
+    ["RSS (MB): daemon idle; daemon and runner with the model loaded", `${f(rssIdle, 0)}; ${f(rssLoaded, 0)} + ${f(rssRunner, 0)}`, "—", "idle ≤ 100"],
+  ];
+  const table = (rows: Row[]) => ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
+  const minutes = ((performance.now() - started) / 60_000).toFixed(1);
+  process.stdout.write(
+    `${table(issue)}\n\n${table(other)}\n\n` +
+      `${path.basename(modelFile)}, ${threads} threads, ${rounds} rounds (serving figures: ${servingRounds}), ${tokens} tokens per stream; ` +
+      `${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}\n`,
+  );
+  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, rounds, servingRounds, tokens, samples: r, serving: serving.samples, threadsChosen: serving.chosen, rps, rssIdle, rssLoaded, rssRunner }, null, 2));
 
   // Keep-alive sockets and the daemon's shutdown would otherwise hold the process open.
   process.exit(0);

@@ -3,85 +3,156 @@
  * daemons it needs, measures in interleaved rounds, stops them, and returns table rows.
  */
 import type { ChildProcess } from "node:child_process";
-import { aggregateRate, cachedModel, cores, lmdSingle, llamaServerStreams, speculativeRun, startHog } from "./serving.js";
+import { aggregateRate, backgroundStreams, cachedModel, cores, lmdSingle, llamaServerStreams, probeTtft, speculativeRun, startHog, stopHog, type ServerKind, type SpeculativeRun, type Stream } from "./serving.js";
 import { lmdDecode, type Sampling } from "./http.js";
+import { stopProcess } from "./procs.js";
 
 type Daemon = { url: string; child: ChildProcess };
-type Row = [string, string, string, string];
+export type Row = [string, string, string, string];
 
 export interface ServingContext {
-  startLmd(env: Record<string, string>, extra?: Record<string, { file: string; params?: Record<string, unknown> }>): Promise<Daemon>;
+  /** `onLog` sees each line of the daemon's log (stdout), for the automatic thread choice. */
+  startLmd(env: Record<string, string>, extra?: Record<string, { file: string; params?: Record<string, unknown> }>, onLog?: (line: string) => void): Promise<Daemon>;
   /** llama-server with `-np parallel`; undefined without --llama-server. */
   startServer?: ((parallel: number) => Promise<Daemon>) | undefined;
   rounds: number;
   tokens: number;
+  /** New requests timed per round while others stream. */
+  probes: number;
   cache: string;
   sampling: Sampling;
   log(msg: string): void;
 }
 
-const median = (xs: number[]) => {
+type Samples = Record<string, number[]>;
+
+export const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   const m = Math.floor(s.length / 2);
   return s.length === 0 ? NaN : s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
+/** A new request with no first token after this long while others stream is counted as starved. */
+const STARVED_MS = 10_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const f = (x: number, digits = 1) => (Number.isFinite(x) ? x.toFixed(digits) : "—");
+const ratio = (a: number, b: number) => (Number.isFinite(a / b) ? (a / b).toFixed(3) : "—");
 
 async function stop(d: Daemon | undefined): Promise<void> {
-  if (!d || d.child.exitCode !== null) return;
-  const exited = new Promise((r) => d.child.once("exit", r));
-  d.child.kill("SIGTERM");
-  await exited;
+  await stopProcess(d?.child);
 }
 
-export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]; samples: Record<string, number[]> }> {
-  const samples: Record<string, number[]> = {};
-  const add = (k: string, v: number) => (samples[k] ??= []).push(v);
-  const m = (k: string) => median(samples[k] ?? []);
-  const rows: Row[] = [];
-
-  // Aggregate decode, 4 and 8 concurrent streams, against llama-server -np 4 / -np 8.
-  for (const n of [4, 8]) {
-    ctx.log(`aggregate, ${n} streams`);
-    const lmd = await ctx.startLmd({ SERVICE_NUM_PARALLEL: String(n), SERVICE_KEEP_ALIVE: "-1" });
-    const server = await ctx.startServer?.(n);
+/** Aggregate decode with n streams, lmd SERVICE_NUM_PARALLEL=n against llama-server -np n; with 4, the TTFT of a new request while 3 others stream. */
+async function aggregate(ctx: ServingContext, n: number, add: (k: string, v: number) => void): Promise<void> {
+  ctx.log(`aggregate, ${n} streams${n === 4 ? "; time to first token while 3 others stream" : ""}`);
+  const lmd = await ctx.startLmd({ SERVICE_NUM_PARALLEL: String(n), SERVICE_KEEP_ALIVE: "-1" });
+  const server = await ctx.startServer?.(n);
+  const targets: [ServerKind, string][] = [["lmd", lmd.url], ...(server ? [["llama-server", server.url] as [ServerKind, string]] : [])];
+  const decode = (kind: ServerKind, url: string, round: number) =>
+    kind === "lmd" ? lmdDecode(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling).then((r) => r.streams) : llamaServerStreams(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling);
+  for (const [kind, url] of targets) await decode(kind, url, -1).then(() => undefined); // load and warm up
+  for (let round = 0; round < ctx.rounds; round++) {
+    // Alternate which server goes first, so a drift in the machine's speed falls on both.
+    for (const [kind, url] of round % 2 ? [...targets].reverse() : targets) {
+      const streams: Stream[] = await decode(kind, url, round);
+      add(`agg${n}.${kind}`, aggregateRate(streams));
+      // How long the last stream waited for its first token after the first stream got one: all n
+      // should decode together, so this should be about one prompt evaluation, not a stream's length.
+      add(`agg${n}.spread.${kind}`, Math.max(...streams.map((x) => x.firstMs)) - Math.min(...streams.map((x) => x.firstMs)));
+    }
+  }
+  if (n === 4) {
     for (let round = 0; round < ctx.rounds; round++) {
-      add(`agg${n}.lmd`, aggregateRate((await lmdDecode(lmd.url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling)).streams));
-      if (server) add(`agg${n}.llama-server`, aggregateRate(await llamaServerStreams(server.url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling)));
+      for (const [kind, url] of round % 2 ? [...targets].reverse() : targets) {
+        add(`ttft.idle.${kind}`, await probeTtft(kind, url, ctx.sampling, round * 100));
+        let bg = backgroundStreams(kind, url, n - 1, ctx.sampling, round);
+        await bg.ready;
+        for (let i = 0; i < ctx.probes; i++) {
+          await sleep(50 + ((i * 37) % 100)); // arrive at different points of the decode loop
+          // A request that gets no first token while the others stream is starved: stop the others
+          // (it then completes, and its time counts), note it, and start them again for the next one.
+          const probe = probeTtft(kind, url, ctx.sampling, round * 100 + i + 1);
+          const timer = setTimeout(() => {
+            ctx.log(`${kind}: a new request got no first token in ${STARVED_MS / 1000} s while ${n - 1} others streamed; stopping them`);
+            add(`ttft.starved.${kind}`, 1);
+            void bg.stop();
+          }, STARVED_MS);
+          add(`ttft.load.${kind}`, await probe);
+          clearTimeout(timer);
+          if (bg.stopped()) {
+            await bg.stop();
+            bg = backgroundStreams(kind, url, n - 1, ctx.sampling, round * 10 + i);
+            await bg.ready;
+          }
+        }
+        await bg.stop();
+      }
+    }
+  }
+  await stop(lmd);
+  await stop(server);
+}
+
+/** Decode on a quiet host and with a CPU hog pinned to core 0, for each thread count and lmd's automatic choice. */
+async function busyHost(ctx: ServingContext, add: (k: string, v: number) => void): Promise<Record<string, string>> {
+  ctx.log("busy host");
+  const tokens = Math.min(ctx.tokens, 64);
+  const hogSeconds = 120; // a bound even if the benchmark dies before it kills the hog
+  const chosen: Record<string, string> = {};
+  const warm = (d: Daemon) => lmdSingle(d.url, "bench", 4, ctx.sampling, -1);
+  for (const threads of Array.from({ length: cores() }, (_, i) => String(i + 1))) {
+    const lmd = await ctx.startLmd({ SERVICE_THREADS: threads, SERVICE_KEEP_ALIVE: "-1" });
+    await warm(lmd);
+    for (let round = 0; round < ctx.rounds; round++) {
+      add(`busy.${threads}.quiet`, await lmdSingle(lmd.url, "bench", tokens, ctx.sampling, round));
+      const hog = startHog(hogSeconds);
+      await sleep(300);
+      add(`busy.${threads}.hog`, await lmdSingle(lmd.url, "bench", tokens, ctx.sampling, round));
+      await stopHog(hog);
     }
     await stop(lmd);
-    await stop(server);
-    rows.push([`aggregate decode tokens/s, ${n} streams (NUM_PARALLEL ${n} vs -np ${n})`, server ? `${m(`agg${n}.lmd`).toFixed(1)} vs ${m(`agg${n}.llama-server`).toFixed(1)}` : m(`agg${n}.lmd`).toFixed(1), server ? (m(`agg${n}.lmd`) / m(`agg${n}.llama-server`)).toFixed(3) : "—", "≥ 1.0"]);
   }
-
-  // A busy host: a CPU hog pinned to core 0. Each thread count, and lmd's own choice (SERVICE_THREADS unset).
-  ctx.log("busy host");
-  const counts = Array.from({ length: cores() }, (_, i) => String(i + 1));
-  for (const threads of [...counts, "auto"]) {
-    for (const busy of [false, true]) {
-      const hog = busy ? startHog(600) : undefined;
-      if (hog) await new Promise((r) => setTimeout(r, 300));
-      // A load chooses its threads when it starts: the daemon starts after the hog.
-      const lmd = await ctx.startLmd(threads === "auto" ? { SERVICE_THREADS: "" } : { SERVICE_THREADS: threads });
-      for (let round = 0; round < ctx.rounds; round++) add(`busy.${threads}.${busy ? "hog" : "quiet"}`, await lmdSingle(lmd.url, "bench", Math.min(ctx.tokens, 64), ctx.sampling, round));
-      await stop(lmd);
-      hog?.kill("SIGKILL");
+  // The automatic rule chooses at load time, so one daemon loads on the quiet host and one with the hog running.
+  const choice = (tag: string) => (line: string) => {
+    if (line.includes("threads chosen from the free cores")) {
+      const j = JSON.parse(line) as { threads?: number; busy?: number };
+      chosen[tag] = `${j.threads} (busy ${j.busy})`;
     }
-    const q = m(`busy.${threads}.quiet`);
-    const h = m(`busy.${threads}.hog`);
-    rows.push([`decode tokens/s, ${threads === "auto" ? "automatic threads" : `${threads} thread(s)`}: quiet → one core taken`, `${q.toFixed(1)} → ${h.toFixed(1)}`, (h / q).toFixed(3), threads === "auto" ? "≥ 0.45" : "—"]);
+  };
+  const quiet = await ctx.startLmd({ SERVICE_THREADS: "", SERVICE_KEEP_ALIVE: "-1" }, {}, choice("quiet"));
+  await warm(quiet);
+  let hog = startHog(hogSeconds);
+  await sleep(300);
+  const busy = await ctx.startLmd({ SERVICE_THREADS: "", SERVICE_KEEP_ALIVE: "-1" }, {}, choice("hog"));
+  await warm(busy);
+  await stopHog(hog);
+  for (let round = 0; round < ctx.rounds; round++) {
+    add("busy.auto.quiet", await lmdSingle(quiet.url, "bench", tokens, ctx.sampling, round));
+    hog = startHog(hogSeconds);
+    await sleep(300);
+    add("busy.auto.hog", await lmdSingle(busy.url, "bench", tokens, ctx.sampling, round));
+    await stopHog(hog);
   }
-  const quietBest = Math.max(...counts.map((c) => m(`busy.${c}.quiet`)));
-  rows.push(["busy-host decode (automatic) vs the best quiet figure", `${m("busy.auto.hog").toFixed(1)} vs ${quietBest.toFixed(1)}`, (m("busy.auto.hog") / quietBest).toFixed(3), "≥ 0.45"]);
+  await stop(quiet);
+  await stop(busy);
+  return chosen;
+}
 
-  // Speculative decoding: a 1B target whose extra layers are identity over a 1-layer draft of the
-  // same weights (every draft token is the target's own choice), and an unrelated 1-layer draft.
+/**
+ * Speculative decoding: a 1B target whose extra layers are identity over a 1-layer draft of the
+ * same weights (every draft token is the target's own choice), and an unrelated 1-layer draft.
+ * Greedy; the output with a draft must equal the plain output token for token.
+ */
+async function speculative(ctx: ServingContext, add: (k: string, v: number) => void): Promise<boolean> {
   ctx.log("speculative decoding");
   const shape = { preset: "bench-1b", layers: 1, seed: 11 } as const;
   const draft = await cachedModel(ctx.cache, "spec-draft", shape);
   const target = await cachedModel(ctx.cache, "spec-target", { ...shape, identityLayers: 19 });
   const unrelated = await cachedModel(ctx.cache, "spec-unrelated", { ...shape, seed: 12 });
   // draft_p_min 0: random weights are never confident, so the default 0.6 would draft nothing.
-  const lmd = await ctx.startLmd({ SERVICE_MAX_LOADED_MODELS: "1" }, {
+  // Every variant is its own resident runner (the weights are one mmapped file in the page cache),
+  // warmed up before the rounds, so no measurement follows a load.
+  const variants = ["spec-target", "spec-with-draft", "spec-with-unrelated", "spec-with-unrelated-default"];
+  const lmd = await ctx.startLmd({ SERVICE_MAX_LOADED_MODELS: String(variants.length), SERVICE_NUM_PARALLEL: "1", SERVICE_KEEP_ALIVE: "-1" }, {
     "spec-target": { file: target },
     "spec-draft": { file: draft },
     "spec-unrelated": { file: unrelated },
@@ -90,27 +161,75 @@ export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]
     "spec-with-unrelated-default": { file: target, params: { draft: "spec-unrelated" } },
   });
   const n = Math.min(ctx.tokens, 64);
+  for (const variant of variants) await speculativeRun(lmd.url, variant, 4, -1);
   let identical = true;
   for (let round = 0; round < ctx.rounds; round++) {
-    const plain = await speculativeRun(lmd.url, "spec-target", n, round);
-    add("spec.plain", plain.rate);
-    for (const variant of ["spec-with-draft", "spec-with-unrelated", "spec-with-unrelated-default"]) {
+    const runs: Record<string, SpeculativeRun> = {};
+    // The order rotates by round, so a drift in the machine's speed falls on every variant.
+    for (let i = 0; i < variants.length; i++) {
+      const variant = variants[(round + i) % variants.length]!;
       const r = await speculativeRun(lmd.url, variant, n, round);
-      add(`${variant}.rate`, r.rate);
-      add(`${variant}.acceptance`, r.drafted ? r.accepted / r.drafted : 0);
-      identical &&= JSON.stringify(r.context) === JSON.stringify(plain.context);
+      runs[variant] = r;
+      add(variant === "spec-target" ? "spec.plain" : `${variant}.rate`, r.rate);
+      if (variant !== "spec-target") {
+        add(`${variant}.acceptance`, r.drafted ? r.accepted / r.drafted : 0);
+        add(`${variant}.drafted`, r.drafted);
+      }
+    }
+    const plain = runs["spec-target"]!;
+    for (const variant of variants.slice(1)) {
+      const same = plain.context.length > 0 && JSON.stringify(runs[variant]!.context) === JSON.stringify(plain.context);
+      if (!same) ctx.log(`speculative: ${variant} output differs from plain greedy output in round ${round + 1}`);
+      identical &&= same;
     }
   }
   await stop(lmd);
-  const plain = m("spec.plain");
-  const label: Record<string, string> = {
-    "spec-with-draft": "identity-layer pair (draft_p_min 0)",
-    "spec-with-unrelated": "unrelated draft, draft_p_min 0 (worst case)",
-    "spec-with-unrelated-default": "unrelated draft, default draft_p_min 0.6",
-  };
-  for (const [variant, text] of Object.entries(label)) {
-    rows.push([`speculative decode tokens/s, 1B target: ${text}`, `${m(`${variant}.rate`).toFixed(2)} vs ${plain.toFixed(2)} plain, ${(100 * m(`${variant}.acceptance`)).toFixed(0)}% accepted`, (m(`${variant}.rate`) / plain).toFixed(3), variant === "spec-with-draft" ? "≥ 1.5" : "≥ 0.9"]);
+  return identical;
+}
+
+/** Runs every serving block; returns the issue-15 rows after the single-stream ones. */
+export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]; samples: Samples; chosen: Record<string, string> }> {
+  const samples: Samples = {};
+  const add = (k: string, v: number) => (samples[k] ??= []).push(v);
+  const m = (k: string) => median(samples[k] ?? []);
+  const ls = ctx.startServer !== undefined;
+  const rows: Row[] = [];
+
+  for (const n of [4, 8]) {
+    await aggregate(ctx, n, add);
+    const spread = ls ? ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} vs ${f(m(`agg${n}.spread.llama-server`), 0)} ms)` : ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} ms)`;
+    rows.push([`aggregate decode tok/s, ${n} streams (\`SERVICE_NUM_PARALLEL=${n}\` vs \`-np ${n}\`)`, (ls ? `${f(m(`agg${n}.lmd`))} vs ${f(m(`agg${n}.llama-server`))}` : f(m(`agg${n}.lmd`))) + spread, ls ? ratio(m(`agg${n}.lmd`), m(`agg${n}.llama-server`)) : "—", "≥ 1.0"]);
   }
-  rows.push(["speculative output equals plain greedy output", identical ? "identical in every round" : "DIFFERENT", "—", "identical"]);
-  return { rows, samples };
+  const starved = (kind: ServerKind) => {
+    const k = (samples[`ttft.starved.${kind}`] ?? []).length;
+    return k ? `, **${k} of ${(samples[`ttft.load.${kind}`] ?? []).length} got no token until the others were stopped (> ${STARVED_MS / 1000} s)**` : "";
+  };
+  rows.push([
+    "TTFT of a new ~64-token request while 3 others stream, ms (idle server in brackets)",
+    (ls ? `${f(m("ttft.load.lmd"))} vs ${f(m("ttft.load.llama-server"))} (${f(m("ttft.idle.lmd"))} vs ${f(m("ttft.idle.llama-server"))})` : `${f(m("ttft.load.lmd"))} (${f(m("ttft.idle.lmd"))})`) +
+      starved("lmd") + (ls ? starved("llama-server").replace(", **", ", **llama-server: ") : ""),
+    ls ? ratio(m("ttft.load.lmd"), m("ttft.load.llama-server")) : "—",
+    "≤ 1.0",
+  ]);
+
+  const chosen = await busyHost(ctx, add);
+  for (let t = 1; t <= cores(); t++) {
+    rows.push([`busy host: decode tok/s, \`SERVICE_THREADS=${t}\`, quiet → CPU hog on core 0`, `${f(m(`busy.${t}.quiet`))} → ${f(m(`busy.${t}.hog`))}`, ratio(m(`busy.${t}.hog`), m(`busy.${t}.quiet`)), "—"]);
+  }
+  rows.push([`busy host: decode tok/s, default rule (threads chosen: ${chosen.quiet ?? "?"} quiet, ${chosen.hog ?? "?"} with the hog), quiet → hog`, `${f(m("busy.auto.quiet"))} → ${f(m("busy.auto.hog"))}`, ratio(m("busy.auto.hog"), m("busy.auto.quiet")), "≥ 0.45"]);
+  const quietBest = Math.max(...Array.from({ length: cores() }, (_, i) => m(`busy.${i + 1}.quiet`)));
+  rows.push(["busy host: default rule with the hog vs the best quiet figure of any thread count", `${f(m("busy.auto.hog"))} vs ${f(quietBest)}`, ratio(m("busy.auto.hog"), quietBest), "≥ 0.45"]);
+
+  const identical = await speculative(ctx, add);
+  const plain = m("spec.plain");
+  const label: Record<string, [string, string]> = {
+    "spec-with-draft": ["identity-layer pair (`draft_p_min` 0)", "≥ 1.5"],
+    "spec-with-unrelated": ["unrelated draft, `draft_p_min` 0 (drafts always, worst case)", "≥ 0.9"],
+    "spec-with-unrelated-default": ["unrelated draft, default `draft_p_min` 0.6", "≥ 0.9"],
+  };
+  for (const [variant, [text, target]] of Object.entries(label)) {
+    rows.push([`speculative decode tok/s, 1B target, greedy: ${text}`, `${f(m(`${variant}.rate`), 2)} vs ${f(plain, 2)} plain, ${f(m(`${variant}.drafted`), 0)} tokens drafted per ${Math.min(ctx.tokens, 64)}, ${f(100 * m(`${variant}.acceptance`), 0)}% accepted`, ratio(m(`${variant}.rate`), plain), target]);
+  }
+  rows.push(["speculative output equals plain greedy output (every variant, every round)", identical ? "identical" : "**DIFFERENT**", "—", "identical"]);
+  return { rows, samples, chosen };
 }
