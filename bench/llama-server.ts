@@ -65,7 +65,14 @@ export function completionBody(prompt: string, tokens: number, s: Sampling, extr
 /** One streamed `/completion`; `onToken` sees each token line (for background streams). */
 export async function llamaServerComplete(url: string, body: Record<string, unknown>, signal?: AbortSignal, onToken?: () => void): Promise<Completion> {
   const sent = performance.now();
-  const res = await fetch(`${url}/completion`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal });
+  const send = () => fetch(`${url}/completion`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal });
+  // A pooled keep-alive socket that llama-server closed as the request went out fails before any
+  // answer (undici retries only idempotent requests): send once more, on a new connection.
+  const res = await send().catch((err: unknown) => {
+    if (signal?.aborted) throw err;
+    console.error(`llama-server request failed before an answer (${String((err as { cause?: unknown }).cause ?? err)}); sending again`);
+    return send();
+  });
   if (!res.ok || !res.body) throw new Error(`llama-server answered ${res.status}`);
   const decoder = new TextDecoder();
   let buf = "";
