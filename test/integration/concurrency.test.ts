@@ -47,7 +47,9 @@ t.test("a new request is served while three others stream on the same model", as
   t.ok(await until(() => active() === 3), "three streams running");
   const next = postJson(`${url}/api/generate`, { model: "tiny", prompt: "a new question", stream: false, options: { num_predict: 4 } }).then(async (r) => ({ status: r.status, body: (await r.json()) as { done: boolean; eval_count: number } }));
   // Bounded only so that a starved request fails the test instead of hanging it (the streams run for minutes).
-  const result = await Promise.race([next, new Promise<undefined>((r) => setTimeout(r, 120_000))]);
+  let timer: NodeJS.Timeout | undefined;
+  const result = await Promise.race([next, new Promise<undefined>((r) => (timer = setTimeout(r, 120_000)))]);
+  clearTimeout(timer);
   t.ok(result, "the new request was answered");
   t.equal(result?.status, 200);
   t.equal(result?.body.eval_count, 4, "with its four tokens");
