@@ -3,6 +3,7 @@
  * signals, exit statuses and logs. Its stdout (pino JSON lines) is collected and parsed.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import type { Test } from "tap";
 
@@ -100,4 +101,25 @@ export async function forkDaemon(t: Test, env: Record<string, string>, options: 
     url = `http://${host.includes(":") ? `[${host}]` : host}:${String(listening.port)}`;
   }
   return { ...lmd, url };
+}
+
+/** The pid of a process's first child (the runner of a forked daemon), waiting up to ~30 s for it. */
+export async function runnerPidOf(parent: number): Promise<number | undefined> {
+  for (let i = 0; i < 300; i++) {
+    const children = await readFile(`/proc/${parent}/task/${parent}/children`, "utf8").catch(() => "");
+    const pid = children.trim().split(/\s+/).filter(Boolean).map(Number)[0];
+    if (pid) return pid;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return undefined;
+}
+
+/** True while a process with this pid exists. */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import t from "tap";
 import { ModelStore } from "../../src/store/store.js";
 import { installTestModels } from "../helpers/models.js";
-import { forkDaemon, MAIN } from "../helpers/process.js";
+import { forkDaemon, isAlive, MAIN, runnerPidOf } from "../helpers/process.js";
 
 async function storeWithTiny(dir: string): Promise<string> {
   const store = new ModelStore(dir);
@@ -130,24 +130,7 @@ t.test("a second signal exits at once", async (t) => {
   t.pass("the orphaned runner exits when its daemon is gone");
 });
 
-async function runnerPidOf(parent: number): Promise<number | undefined> {
-  for (let i = 0; i < 100; i++) {
-    const children = await readFile(`/proc/${parent}/task/${parent}/children`, "utf8").catch(() => "");
-    const pid = children.trim().split(/\s+/).filter(Boolean).map(Number)[0];
-    if (pid) return pid;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return undefined;
-}
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function until(check: () => boolean, timeoutMs = 30_000): Promise<void> {
   const end = Date.now() + timeoutMs;

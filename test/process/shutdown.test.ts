@@ -17,7 +17,7 @@ import path from "node:path";
 import t, { type Test } from "tap";
 import { ModelStore } from "../../src/store/store.js";
 import { installTestModels } from "../helpers/models.js";
-import { forkDaemon, MAIN, type ForkedDaemon } from "../helpers/process.js";
+import { forkDaemon, isAlive, MAIN, runnerPidOf, type ForkedDaemon } from "../helpers/process.js";
 
 async function storeWithTiny(dir: string): Promise<string> {
   const store = new ModelStore(dir);
@@ -163,24 +163,7 @@ function problems(d: ForkedDaemon): Line[] {
   return d.lines.filter((l) => Number(l.level) >= 50 || String(l.msg).startsWith("runner output:") || "raw" in l);
 }
 
-async function runnerPidOf(parent: number): Promise<number | undefined> {
-  for (let i = 0; i < 300; i++) {
-    const children = await readFile(`/proc/${parent}/task/${parent}/children`, "utf8").catch(() => "");
-    const pid = children.trim().split(/\s+/).filter(Boolean).map(Number)[0];
-    if (pid) return pid;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return undefined;
-}
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function until(check: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
   const end = Date.now() + timeoutMs;
