@@ -164,7 +164,8 @@ export async function renderChat(services: Services, ctx: RequestContext, target
   }
   return withLease(services, ctx, target, async (lease) => {
     if (t) return (await renderTemplateChat(runtimeOf(lease), t, tc)).prompt;
-    return lease.runner.render({ turns: conversation(model, call.turns), tools: call.toolChoice === "none" ? undefined : call.tools }, ctx.signal);
+    const think = call.think === undefined ? undefined : call.think !== false;
+    return lease.runner.render({ turns: conversation(model, call.turns), tools: call.toolChoice === "none" ? undefined : call.tools, think }, ctx.signal);
   });
 }
 

@@ -46,7 +46,7 @@ export async function generatePrompt(body: GenerateRequest, model: ResolvedModel
     const info = rt.info ?? { hasChatTemplate: false };
     if (body.think !== undefined && body.think !== false && !info.thinking) throw new BadRequestError(`"${body.model}" does not support thinking`);
     const turns = [...(system ? [{ role: "system" as const, content: system }] : []), ...preamble, { role: "user" as const, content: body.prompt }];
-    if (info.hasChatTemplate) return { prompt: { kind: "chat", turns, context }, template: undefined, think: body.think };
+    if (info.hasChatTemplate) return { prompt: { kind: "chat", turns, context, think: body.think === undefined ? undefined : body.think !== false }, template: undefined, think: body.think };
     return { prompt: { kind: "text", text: system ? `${system}\n\n${body.prompt}` : body.prompt, context }, template: undefined, think: body.think };
   }
   const think = effectiveThink(t, body.model, body.think);
@@ -61,7 +61,7 @@ export async function generatePrompt(body: GenerateRequest, model: ResolvedModel
 /** The prompt as text, for `_debug_render_only` (the GGUF template's rendering comes from the runner). */
 export async function promptText(p: GeneratePrompt, lease: Lease, signal: AbortSignal): Promise<string> {
   if (p.prompt.kind === "text") return p.prompt.text;
-  return lease.runner.render({ turns: p.prompt.turns }, signal);
+  return lease.runner.render({ turns: p.prompt.turns, think: p.think === undefined ? undefined : p.think !== false }, signal);
 }
 
 /** A Go template's rendering without loading the model, when it surely fits (see noRunner). */

@@ -57,7 +57,12 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
     let text = "";
     let thoughts = "";
     const prompt = built.prompt;
-    const splitter = built.template && prompt.kind === "text" ? new OutputSplitter(built.template, { think: built.think !== undefined && built.think !== false, prompt: prompt.text }) : undefined;
+    const tags = prompt.kind === "chat" ? lease.runner.info.thoughts : undefined;
+    const splitter = built.template && prompt.kind === "text"
+      ? new OutputSplitter(built.template, { think: built.think !== undefined && built.think !== false, prompt: prompt.text })
+      : tags && prompt.kind === "chat" && prompt.think !== false
+        ? new OutputSplitter(tags, { think: true, prompt: tags.opened ? tags.open : "" })
+        : undefined;
     const logprobs = ollamaLogprobs(body);
     const allLogprobs: TokenLogprob[] = [];
     const job = { prompt, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs, truncate: body.truncate ?? services.config.truncate };

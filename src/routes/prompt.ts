@@ -67,14 +67,16 @@ export interface Parsed {
 /**
  * The output of one Go-template generation, split as Ollama's handlers split it: the thinking
  * parser first (when thinking is on and the template has tags), then the tool-call parser (when
- * the request has tools). Feed chunks with `add`, then `end` once.
+ * the request has tools). Feed chunks with `add`, then `end` once. A GGUF chat template's
+ * generation on /api/generate (evaluated without LlamaChat) is split by the thought tags the
+ * runner reported (`thoughts` of its load info) instead of a Go template's.
  */
 export class OutputSplitter {
   private readonly thinking: ThinkingParser | undefined;
   private readonly tools: ToolCallParser | undefined;
 
-  constructor(t: Template, opts: { think: boolean; tools?: readonly ToolSpec[] | undefined; prompt: string }) {
-    const { thinking: [open, close], tool } = tagsOf(t);
+  constructor(t: Template | { open: string; close: string }, opts: { think: boolean; tools?: readonly ToolSpec[] | undefined; prompt: string }) {
+    const { thinking: [open, close], tool } = "open" in t ? { thinking: [t.open, t.close], tool: "" } : tagsOf(t);
     if (opts.think && open && close) {
       this.thinking = new ThinkingParser(open, close);
       // The prompt already opened the thought (the template ends with the tag): the output is inside it.

@@ -28,6 +28,7 @@ import { LogprobRecorder } from "./logprobs.js";
 import { beginSpeculation } from "./speculative.js";
 import { CONTEXT_EXCEEDED } from "./protocol.js";
 import { PauseSwitch } from "./flow.js";
+import { withThinkingForm } from "./thinking-form.js";
 import type { ChatJob, ChatTurn, FromRunner, GrammarSpec, RunnerFailureKind, ToolCallSpec } from "./protocol.js";
 
 /** What chat and embed jobs use of the child process: the loaded model, its slots, IPC. */
@@ -148,9 +149,11 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     const functions = functionsOf(job);
     if (typeof job.toolChoice === "object" && functions && Object.keys(functions).length === 0) throw new JobFailure("invalid", `tool '${job.toolChoice.name}' is not among the tools`);
     const forced = functions !== undefined && (job.toolChoice === "required" || typeof job.toolChoice === "object");
-    const base = chatWrapperOf(l.model);
+    // The answer opens as the template opens it for `think`; a forced tool call opens with the call.
+    const thinking = forced ? undefined : withThinkingForm(l.model, chatWrapperOf(l.model), toHistory(job.turns), job.think);
+    const base = thinking?.wrapper ?? chatWrapperOf(l.model);
     const wrapper = forced ? forcingToolCall(base) : base;
-    const full = toHistory(job.turns);
+    const full = thinking?.history ?? toHistory(job.turns);
     const fullTokens = renderPrompt(base, l.model, full, functions);
     if (job.countOnly) return rt.send({ type: "chat-done", id, result: { toolCalls: [], stats: { promptTokens: fullTokens.length, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason: "stop", context: [], truncatedTokens: 0 } } });
     const contextSize = l.context.contextSize;

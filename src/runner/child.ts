@@ -13,8 +13,6 @@ import {
   InsufficientMemoryError,
   LlamaCompletion,
   LlamaLogLevel,
-  resolveChatWrapper,
-  type ChatHistoryItem,
   type Llama,
   type LlamaContext,
   type LlamaContextSequence,
@@ -25,8 +23,9 @@ import {
 } from "node-llama-cpp";
 import { samplingOptions, stopSequenceOf } from "./sampling.js";
 import { CONTEXT_EXCEEDED } from "./protocol.js";
-import type { ChatTurn, FromRunner, GenerateJob, GenerateStats, GrammarSpec, LoadSpec, RunnerFailureKind, TokenLogprob, ToRunner } from "./protocol.js";
-import { runChat, supportsThinking } from "./chat.js";
+import type { FromRunner, GenerateJob, GenerateStats, GrammarSpec, LoadSpec, RunnerFailureKind, TokenLogprob, ToRunner } from "./protocol.js";
+import { chatWrapperOf, runChat, supportsThinking, toHistory } from "./chat.js";
+import { answerPrompt, thoughtTags } from "./thinking-form.js";
 import type { JobRuntime, Loaded, Slot } from "./runtime.js";
 import { runEmbed } from "./embed.js";
 import { runDetokenize, runRender, runTokenize } from "./render.js";
@@ -163,6 +162,7 @@ async function load(requested: LoadSpec): Promise<void> {
       hasChatTemplate: typeof model.fileInfo.metadata.tokenizer?.chat_template === "string",
       embeddingLength: model.embeddingVectorSize,
       thinking: supportsThinking(model),
+      thoughts: thoughtTags(model, chatWrapperOf(model)),
     },
   });
 }
@@ -186,19 +186,10 @@ function promptTokens(l: Loaded, job: GenerateJob): { tokens: Token[]; stopTrigg
     const tokens = [...((job.prompt.context ?? []) as Token[]), ...model.tokenize(job.prompt.text, true)];
     return { tokens, stopTriggers: [] };
   }
-  const wrapper = resolveChatWrapper(model);
-  const history: ChatHistoryItem[] = job.prompt.turns.map(toHistoryItem);
-  history.push({ type: "model", response: [] });
-  const state = wrapper.generateContextState({ chatHistory: history });
-  let tokens = state.contextText.tokenize(model.tokenizer);
+  const { text, stopTriggers } = answerPrompt(model, chatWrapperOf(model), toHistory(job.prompt.turns), job.prompt.think);
+  let tokens = text.tokenize(model.tokenizer);
   if (tokens[0] !== undefined && tokens[0] === model.tokens.bos) tokens = tokens.slice(1);
-  return { tokens: [...((job.prompt.context ?? []) as Token[]), ...tokens], stopTriggers: state.stopGenerationTriggers };
-}
-
-function toHistoryItem(turn: ChatTurn): ChatHistoryItem {
-  if (turn.role === "system") return { type: "system", text: turn.content };
-  if (turn.role === "assistant") return { type: "model", response: [turn.content] };
-  return { type: "user", text: turn.content };
+  return { tokens: [...((job.prompt.context ?? []) as Token[]), ...tokens], stopTriggers };
 }
 
 /** The free slot whose evaluated tokens share the longest prefix with `tokens` (the prompt cache). */

@@ -140,7 +140,7 @@ export interface RankResult {
 /** What to evaluate: already-rendered text, or turns the child renders with the model's own chat template. */
 export type PromptSpec =
   | { kind: "text"; text: string; /** tokens of an earlier exchange (generate's `context`), evaluated before `text` */ context?: number[] | undefined }
-  | { kind: "chat"; turns: ChatTurn[]; context?: number[] | undefined };
+  | { kind: "chat"; turns: ChatTurn[]; context?: number[] | undefined; /** as a chat job's */ think?: boolean | undefined };
 
 export type GrammarSpec = { kind: "json" } | { kind: "schema"; schema: object };
 
@@ -210,6 +210,8 @@ export interface RunnerInfo {
   embeddingLength: number;
   /** The chat template has a thought segment (`think` is supported). */
   thinking?: boolean | undefined;
+  /** The thought's tags, and whether a fresh answer with thinking on starts inside it (/api/generate splits its output by them). */
+  thoughts?: { open: string; close: string; opened: boolean } | undefined;
 }
 
 export type DoneReason = "stop" | "length" | "cancelled";
@@ -237,6 +239,8 @@ export interface GenerateStats {
 export interface RenderJob {
   turns: ChatTurn[];
   tools?: ToolSpec[] | undefined;
+  /** As a chat job's: the answer opens as the template opens it for this value. */
+  think?: boolean | undefined;
 }
 
 export type ToRunner =

@@ -3,8 +3,9 @@
  * chat template (node-llama-cpp's chat wrapper, Jinja included) makes of a conversation, as text, for
  * `_debug_render_only`; and the tokens of already-rendered text, for the parent's history truncation.
  */
-import { SpecialToken, type Token, type ChatModelFunctions, type GbnfJsonSchema, type LlamaModel, type LlamaText } from "node-llama-cpp";
+import { type Token, type ChatModelFunctions, type GbnfJsonSchema, type LlamaModel } from "node-llama-cpp";
 import { chatWrapperOf, toHistory } from "./chat.js";
+import { answerPrompt, promptText } from "./thinking-form.js";
 import type { RenderJob } from "./protocol.js";
 import type { JobRuntime } from "./runtime.js";
 
@@ -16,26 +17,11 @@ export function runRender(rt: JobRuntime, id: number, job: RenderJob): void {
     const functions: ChatModelFunctions | undefined = job.tools?.length
       ? Object.fromEntries(job.tools.map((t) => [t.name, { ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { params: t.parameters as GbnfJsonSchema } : {}) }]))
       : undefined;
-    const state = chatWrapperOf(l.model).generateContextState({ chatHistory: toHistory(job.turns), ...(functions ? { availableFunctions: functions, documentFunctionParams: true } : {}) });
-    rt.send({ type: "rendered", id, text: textOf(state.contextText, l.model) });
+    const { text } = answerPrompt(l.model, chatWrapperOf(l.model), toHistory(job.turns), job.think, functions);
+    rt.send({ type: "rendered", id, text: promptText(text, l.model) });
   } catch (err) {
     rt.send({ type: "failed", id, kind: "invalid", message: `the model's chat template cannot render these messages: ${rt.clientSafe(err)}` });
   }
-}
-
-/**
- * The text as llama.cpp's template rendering prints it: builtin special tokens (BOS, EOS, EOT) by their vocabulary
- * text (`<|begin_of_text|>`), not node-llama-cpp's placeholder names.
- */
-function textOf(text: LlamaText, model: LlamaModel): string {
-  const values = [...text.values];
-  // The BOS node-llama-cpp puts first is the one evaluation adds (add_bos_token), not template text:
-  // left out, as llama.cpp's template rendering and a Go template's rendering leave it out.
-  const first = values[0];
-  if (first instanceof SpecialToken && first.value === "BOS") values.shift();
-  return values
-    .map((v) => (v instanceof SpecialToken ? model.detokenize(v.tokenize(model.tokenizer), true) : v.toString()))
-    .join("");
 }
 
 /** Answers one `tokenize` job: special tokens parsed, no BOS added (the runner adds it when it evaluates). */

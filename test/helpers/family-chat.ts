@@ -71,10 +71,15 @@ export const TEMPLATE_ONLY_FORMATS: Record<string, { call: string; why: string }
   "qwen3.5": { call: "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>", why: "Qwen3.5-4B writes one <parameter=NAME> per argument; node-llama-cpp renders <parameter=params> with the arguments as JSON" },
 };
 
-/** Thinking families, with the checks known to fail on them (tap todos, with the reason). */
-export const THINKING: Record<string, { onTodo?: string; offTodo?: string }> = {
-  "qwen3.5": { offTodo: "think: false maps to node-llama-cpp's thought budget 0, which still lets one thought token through; the template's enable_thinking=false form is not rendered" },
-  "deepseek-r1": { onTodo: "node-llama-cpp's DeepSeek wrapper does not open <think> at the prompt's end as the template does, and random weights never write it" },
+/**
+ * Thinking families: how the generation prompt ends for `think` on and off, written by hand from the
+ * family's template (`enable_thinking` true and false), and whether the template opens the thought
+ * (then the model's first tokens are thought, even with random weights; Qwen 3's leaves it to the model).
+ */
+export const THINKING: Record<string, { on: string; off: string; opens: boolean }> = {
+  qwen3: { on: "<|im_end|>\n<|im_start|>assistant\n", off: "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", opens: false },
+  "qwen3.5": { on: "<|im_end|>\n<|im_start|>assistant\n<think>\n", off: "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", opens: true },
+  "deepseek-r1": { on: "<｜Assistant｜><think>\n", off: "<｜Assistant｜><think>\n</think>", opens: true },
 };
 
 let llama: Promise<Llama> | undefined;

@@ -7,9 +7,10 @@
  *   same conversation as the original call (which families.test.ts shows node-llama-cpp renders
  *   alike), with the call and the result in the family's format (written from its template:
  *   test/helpers/family-chat.ts FORMATS).
- * - Thinking: `think: true` puts the generated thought in `message.thinking` and not in `content`
- *   (random weights never close it); `think: false` gives no thinking and the generated tokens as
- *   content.
+ * - Thinking: the prompt ends as the family's template ends it for `enable_thinking` true (`think`
+ *   true or unset) and false; where that opens the thought, `think: true` puts the generated thought
+ *   in `message.thinking` and not in `content` (random weights never close it); `think: false` gives
+ *   no thinking and the generated tokens as content.
  * Checks known to fail (a family's template form that node-llama-cpp's wrapper does not render, a
  * thinking gap) run as tap todos with the reason (test/helpers/family-chat.ts): reported, not hidden,
  * and not counted.
@@ -61,14 +62,37 @@ t.test("real families: tool call round trips and thinking", async (t) => {
       const thinking = THINKING[f.name];
       if (thinking) {
         const ask = { model: f.name, messages: [{ role: "user", content: "Why is the sky blue?" }], options: { temperature: 0, num_predict: 8 } };
-        const on = await chat(t, { ...ask, think: true });
-        const onTodo = thinking.onTodo ? { todo: thinking.onTodo } : {};
-        t.ok((on.message?.thinking ?? "").length > 0, "think: true → the thought is in message.thinking", onTodo);
-        t.notOk(on.message?.content.includes(on.message?.thinking ?? "\0"), "and not in content", onTodo);
+        for (const think of [true, undefined, false]) {
+          const rendered = (await chat(t, { ...ask, think, _debug_render_only: true }))._debug_info?.rendered_template ?? "";
+          const end = think === false ? thinking.off : thinking.on;
+          t.ok(rendered.endsWith(end), `think: ${think}: the prompt ends as the template's enable_thinking=${think !== false} form: ${JSON.stringify(end)} (got ${JSON.stringify(rendered.slice(-end.length - 10))})`);
+        }
+        if (thinking.opens) {
+          const on = await chat(t, { ...ask, think: true });
+          t.ok((on.message?.thinking ?? "").length > 0, "think: true → the thought is in message.thinking");
+          t.notOk(on.message?.content.includes(on.message?.thinking ?? "\0"), "and not in content");
+        }
         const off = await chat(t, { ...ask, think: false });
-        const offTodo = thinking.offTodo ? { todo: thinking.offTodo } : {};
-        t.equal(off.message?.thinking, undefined, "think: false → no thinking", offTodo);
-        t.ok((off.message?.content ?? "").length > 0, "the tokens are content", offTodo);
+        t.equal(off.message?.thinking, undefined, "think: false → no thinking");
+        t.ok((off.message?.content ?? "").length > 0, "the tokens are content");
+        // /api/generate renders the same prompt (a user turn) and splits its output the same way.
+        const gen = async (body: Record<string, unknown>) => {
+          const res = await postJson(`${url}/api/generate`, { model: f.name, prompt: "Why is the sky blue?", stream: false, options: { temperature: 0, num_predict: 8 }, ...body });
+          t.equal(res.status, 200, "generate: status 200");
+          return (await res.json()) as { response?: string; thinking?: string; _debug_info?: { rendered_template: string } };
+        };
+        for (const think of [true, false]) {
+          const rendered = (await gen({ think, _debug_render_only: true }))._debug_info?.rendered_template ?? "";
+          t.ok(rendered.endsWith(think ? thinking.on : thinking.off), `generate, think: ${think}: the prompt ends as the chat's`);
+        }
+        if (thinking.opens) {
+          const g = await gen({ think: true });
+          t.ok((g.thinking ?? "").length > 0, "generate, think: true → the thought is in thinking");
+          t.notOk(g.response?.includes(g.thinking ?? "\0"), "and not in response");
+        }
+        const g = await gen({ think: false });
+        t.equal(g.thinking, undefined, "generate, think: false → no thinking");
+        t.ok((g.response ?? "").length > 0, "the tokens are the response");
       }
     });
   }
