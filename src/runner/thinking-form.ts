@@ -5,18 +5,19 @@
  * Thinking templates decide in the generation prompt whether the model thinks, through
  * `enable_thinking`: DeepSeek-R1's opens `<think>\n` (on) or writes `<think>\n</think>` (off); Qwen 3's
  * writes nothing (on: the model decides) or an empty `<think>\n\n</think>\n\n` (off); Qwen 3.5's
- * opens `<think>\n` or writes the empty block. node-llama-cpp's wrappers render one fixed form: its
- * DeepSeek wrapper never opens the thought (so the model's thought came back as content), its Jinja
- * wrapper always writes Qwen 3's empty block (so Qwen 3 never thought), and for Qwen 3.5 `think:
- * false` still opened the thought.
+ *  * opens `<think>\n` or writes the empty block; Gemma 4's writes `<|think|>` in a system turn or an
+ * empty thought channel. node-llama-cpp's wrappers render one fixed form: its DeepSeek wrapper never opens the thought (so the model's thought came back as content), its Jinja
+ * wrapper always writes Qwen 3's empty block (so Qwen 3 never thought), for Qwen 3.5 `think: false`
+ * still opened the thought, and its Gemma 4 wrapper always asks for thinking.
  *
  * The rule: `think` on (true, a level, or unset — Ollama's default for a thinking model) renders the
  * template's `enable_thinking: true` form, `think: false` its `enable_thinking: false` form. Once
  * per model, the template renders a one-user-turn conversation both ways (@huggingface/jinja, the
- * engine node-llama-cpp's Jinja wrapper uses), and the answer's start is chosen among node-llama-cpp's
- * own means (an opening thought segment, open or closed, in the answer; the wrapper's empty thought
- * block left out) as the one whose rendering ends exactly as the template's does. When none does,
- * or the template cannot render, the wrapper's own form stays: nothing is guessed.
+ * engine node-llama-cpp's Jinja wrapper uses), and the form is chosen among node-llama-cpp's own
+ * means (an opening thought segment, open or closed, in the answer; the wrapper's empty thought block
+ * left out; the wrapper's `reasoning` switch off) as the one whose rendering is exactly the
+ * template's, else the one whose answer starts exactly as the template's. When none does, or the
+ * template cannot render, the wrapper's own form stays: nothing is guessed.
  */
 import { Template } from "@huggingface/jinja";
 import {
@@ -32,10 +33,15 @@ import {
   type LlamaModel,
 } from "node-llama-cpp";
 
-/** The answer's start for one `think` value: what opens the answer, and whether the wrapper's empty thought block goes. */
+/**
+ * The answer's start for one `think` value: what opens the answer, whether the wrapper's empty
+ * thought block goes, and whether the wrapper's own reasoning switch is off (Gemma 4's wrapper
+ * writes `<|think|>` into the system turn unless `reasoning` is false).
+ */
 interface Form {
   opening: ChatModelSegment | undefined;
   strip: boolean;
+  noReasoning: boolean;
 }
 
 interface Forms {
@@ -60,7 +66,12 @@ export function withThinkingForm(model: LlamaModel, wrapper: ChatWrapper, histor
   const form = think === false ? formsOf(model, wrapper).off : formsOf(model, wrapper).on;
   if (!form) return { history, wrapper };
   const answer: ChatModelResponse = { type: "model", response: form.opening ? [{ ...form.opening }] : [] };
-  return { history: [...history.slice(0, -1), answer], wrapper: form.strip ? strippingEmptyThought(wrapper) : wrapper };
+  return { history: [...history.slice(0, -1), answer], wrapper: formWrapper(wrapper, form) };
+}
+
+function formWrapper(wrapper: ChatWrapper, form: Form): ChatWrapper {
+  const w = form.noReasoning ? withoutReasoning(wrapper) : wrapper;
+  return form.strip ? strippingEmptyThought(w) : w;
 }
 
 /**
@@ -121,50 +132,72 @@ function findForms(model: LlamaModel, wrapper: ChatWrapper): Forms {
   const thought = wrapper.settings.segments?.thought;
   const template = (model.fileInfo.metadata as { tokenizer?: { chat_template?: unknown } }).tokenizer?.chat_template;
   if (!thought || typeof template !== "string") return NO_FORMS;
-  const on = templateTail(model, template, true);
-  const off = templateTail(model, template, false);
-  if (on === undefined || off === undefined) return NO_FORMS;
   const candidates: Form[] = [];
-  for (const strip of [false, true]) {
-    candidates.push({ opening: undefined, strip });
-    for (const ended of [true, false]) for (const text of ["", "\n", "\n\n"]) candidates.push({ opening: { type: "segment", segmentType: "thought", text, ended }, strip });
+  const switchable = typeof (wrapper as { reasoning?: unknown }).reasoning === "boolean";
+  for (const noReasoning of switchable ? [false, true] : [false]) {
+    for (const strip of [false, true]) {
+      candidates.push({ opening: undefined, strip, noReasoning });
+      for (const ended of [true, false]) for (const text of ["", "\n", "\n\n"]) candidates.push({ opening: { type: "segment", segmentType: "thought", text, ended }, strip, noReasoning });
+    }
   }
-  const match = (think: boolean, tail: string) => candidates.find((c) => wrapperTail(model, wrapper, c, think) === tail);
-  return { on: match(true, on), off: match(false, off) };
+  // The whole prompt as the template writes it, else (a wrapper that words the system part its own
+  // way) at least the answer's start.
+  const match = (think: boolean): Form | undefined => {
+    const want = templateParts(model, template, think);
+    if (!want) return undefined;
+    const got = candidates.map((c) => ({ c, parts: wrapperParts(model, wrapper, c, think) }));
+    return (got.find((g) => g.parts?.before === want.before && g.parts.after === want.after) ??
+      got.find((g) => !g.c.noReasoning && g.parts?.after === want.after))?.c;
+  };
+  return { on: match(true), off: match(false) };
 }
 
-/** The template's generation prompt after a user turn, for `enable_thinking` (undefined when it cannot render). */
-function templateTail(model: LlamaModel, template: string, enableThinking: boolean): string | undefined {
+/** Text before and after the user turn. */
+interface Parts {
+  before: string;
+  after: string;
+}
+
+/** The template's one-user-turn prompt for `enable_thinking`, its BOS text left out (undefined when it cannot render). */
+function templateParts(model: LlamaModel, template: string, enableThinking: boolean): Parts | undefined {
   try {
+    const bos = tokenText(model, model.tokens.bos);
     const text = new Template(template).render({
       messages: [{ role: "user", content: SENTINEL }],
       add_generation_prompt: true,
       enable_thinking: enableThinking,
-      bos_token: tokenText(model, model.tokens.bos),
+      bos_token: bos,
       eos_token: tokenText(model, model.tokens.eos),
     });
-    return after(text);
+    return split(bos && text.startsWith(bos) ? text.slice(bos.length) : text);
   } catch {
     return undefined;
   }
 }
 
-/** What the wrapper (with the form applied) renders after the user turn, plus what LlamaChat opens itself. */
-function wrapperTail(model: LlamaModel, wrapper: ChatWrapper, form: Form, think: boolean): string | undefined {
+/** What the wrapper (with the form applied) renders for the user turn, plus what LlamaChat opens itself. */
+function wrapperParts(model: LlamaModel, wrapper: ChatWrapper, form: Form, think: boolean): Parts | undefined {
   try {
     const history: ChatHistoryItem[] = [{ type: "user", text: SENTINEL }, { type: "model", response: form.opening ? [{ ...form.opening }] : [] }];
-    const w = form.strip ? strippingEmptyThought(wrapper) : wrapper;
+    const w = formWrapper(wrapper, form);
     const state = w.generateContextState({ chatHistory: history });
     const opened = openedByLlamaChat(w, history, think);
-    return after(promptText(opened ? LlamaText(state.contextText, opened) : state.contextText, model));
+    return split(promptText(opened ? LlamaText(state.contextText, opened) : state.contextText, model));
   } catch {
     return undefined;
   }
 }
 
-function after(text: string): string | undefined {
+function split(text: string): Parts | undefined {
   const at = text.lastIndexOf(SENTINEL);
-  return at < 0 ? undefined : text.slice(at + SENTINEL.length);
+  return at < 0 ? undefined : { before: text.slice(0, at), after: text.slice(at + SENTINEL.length) };
+}
+
+/** The same wrapper with its own reasoning switch off. */
+function withoutReasoning(wrapper: ChatWrapper): ChatWrapper {
+  const off = Object.create(wrapper) as ChatWrapper & { reasoning: boolean };
+  off.reasoning = false;
+  return off;
 }
 
 /** The same wrapper, but an empty thought block that ends its rendering is left out. */

@@ -71,15 +71,32 @@ export const TEMPLATE_ONLY_FORMATS: Record<string, { call: string; why: string }
   "qwen3.5": { call: "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>", why: "Qwen3.5-4B writes one <parameter=NAME> per argument; node-llama-cpp renders <parameter=params> with the arguments as JSON" },
 };
 
+/** The question of the thinking checks. */
+export const THINK_QUESTION = "Why is the sky blue?";
+
 /**
- * Thinking families: how the generation prompt ends for `think` on and off, written by hand from the
- * family's template (`enable_thinking` true and false), and whether the template opens the thought
- * (then the model's first tokens are thought, even with random weights; Qwen 3's leaves it to the model).
+ * Thinking families: the whole prompt of {@link THINK_QUESTION} for `think` on and off, written by
+ * hand from the family's template (`enable_thinking` true and false; BOS left out, as
+ * `_debug_render_only` leaves it), and whether the template opens the thought (then the model's first
+ * tokens are thought, even with random weights; Qwen 3's and Gemma 4's leave it to the model).
  */
 export const THINKING: Record<string, { on: string; off: string; opens: boolean }> = {
-  qwen3: { on: "<|im_end|>\n<|im_start|>assistant\n", off: "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", opens: false },
-  "qwen3.5": { on: "<|im_end|>\n<|im_start|>assistant\n<think>\n", off: "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", opens: true },
-  "deepseek-r1": { on: "<｜Assistant｜><think>\n", off: "<｜Assistant｜><think>\n</think>", opens: true },
+  qwen3: {
+    on: `<|im_start|>user\n${THINK_QUESTION}<|im_end|>\n<|im_start|>assistant\n`,
+    off: `<|im_start|>user\n${THINK_QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n`,
+    opens: false,
+  },
+  "qwen3.5": {
+    on: `<|im_start|>user\n${THINK_QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n`,
+    off: `<|im_start|>user\n${THINK_QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n`,
+    opens: true,
+  },
+  "deepseek-r1": { on: `<｜User｜>${THINK_QUESTION}<｜Assistant｜><think>\n`, off: `<｜User｜>${THINK_QUESTION}<｜Assistant｜><think>\n</think>`, opens: true },
+  gemma4: {
+    on: `<|turn>system\n<|think|>\n<turn|>\n<|turn>user\n${THINK_QUESTION}<turn|>\n<|turn>model\n`,
+    off: `<|turn>user\n${THINK_QUESTION}<turn|>\n<|turn>model\n<|channel>thought\n<channel|>`,
+    opens: false,
+  },
 };
 
 let llama: Promise<Llama> | undefined;
