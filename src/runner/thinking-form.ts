@@ -5,10 +5,11 @@
  * Thinking templates decide in the generation prompt whether the model thinks, through
  * `enable_thinking`: DeepSeek-R1's opens `<think>\n` (on) or writes `<think>\n</think>` (off); Qwen 3's
  * writes nothing (on: the model decides) or an empty `<think>\n\n</think>\n\n` (off); Qwen 3.5's
- *  * opens `<think>\n` or writes the empty block; Gemma 4's writes `<|think|>` in a system turn or an
- * empty thought channel. node-llama-cpp's wrappers render one fixed form: its DeepSeek wrapper never opens the thought (so the model's thought came back as content), its Jinja
- * wrapper always writes Qwen 3's empty block (so Qwen 3 never thought), for Qwen 3.5 `think: false`
- * still opened the thought, and its Gemma 4 wrapper always asks for thinking.
+ * opens `<think>\n` or writes the empty block; Gemma 4's writes `<|think|>` in a system turn or an
+ * empty thought channel. node-llama-cpp's wrappers render one fixed form: its DeepSeek wrapper never
+ * opens the thought (so the model's thought came back as content), its Jinja wrapper always writes
+ * Qwen 3's empty block (so Qwen 3 never thought), for Qwen 3.5 `think: false` still opened the
+ * thought, and its Gemma 4 wrapper always asks for thinking.
  *
  * The rule: `think` on (true, a level, or unset — Ollama's default for a thinking model) renders the
  * template's `enable_thinking: true` form, `think: false` its `enable_thinking: false` form. Once
