@@ -5,9 +5,13 @@
  *
  *   npm run bench -- [--model bench-100m|bench-1b|PATH] [--threads N] [--rounds N] [--tokens N]
  *                    [--serving-rounds N] [--llama-server] [--quick] [--cache DIR] [--json FILE]
+ *                    [--only aggregate]
  *
  * `--quick` (2 rounds, serving figures 1 round, 32 tokens) runs every section fast: it checks that
  * the command works, its figures mean nothing.
+ *
+ * `--only <section>` runs one section and prints its rows: `aggregate` (4 and 8 streams against
+ * llama-server with `--llama-server`; no TTFT-under-load probes).
  *
  * Everything runs on loopback. Both lmd's runner and the direct process run with UV_THREADPOOL_SIZE=1.
  */
@@ -42,6 +46,7 @@ const { values: args } = parseArgs({
     "serving-rounds": { type: "string", default: "3" },
     quick: { type: "boolean", default: false },
     json: { type: "string" },
+    only: { type: "string" },
   },
 });
 const threads = Number(args.threads);
@@ -129,6 +134,7 @@ const rate = (r: DecodeResult) => {
 async function main(): Promise<void> {
   const modelFile = await ensureModel();
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+  if (args.only !== undefined) return only(modelFile, args.only);
   const idleLmd = await startLmd(modelFile, {});
   await new Promise((r) => setTimeout(r, 1000));
   const rssIdle = rssMb(idleLmd.child.pid);
@@ -224,6 +230,30 @@ async function main(): Promise<void> {
   if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, rounds, servingRounds, tokens, samples: r, serving: serving.samples, threadsChosen: serving.chosen, rps, rssIdle, rssLoaded, rssRunner }, null, 2));
 
   // Keep-alive sockets and the daemon's shutdown would otherwise hold the process open.
+  process.exit(0);
+}
+
+/** `--only <section>`: one section of the serving figures, its rows and the load. */
+async function only(modelFile: string, section: string): Promise<void> {
+  if (section !== "aggregate") throw new Error(`--only: unknown section ${JSON.stringify(section)} (known: aggregate)`);
+  const serving = await servingFigures({
+    startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
+    startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel) : undefined,
+    rounds: servingRounds,
+    tokens,
+    probes: 0,
+    cache,
+    sampling,
+    log,
+    only: section,
+  });
+  const minutes = ((performance.now() - started) / 60_000).toFixed(1);
+  process.stdout.write(
+    ["| figure | measured | ratio | target |", "|---|---|---|---|", ...serving.rows.map((row) => `| ${row.join(" | ")} |`)].join("\n") +
+      `\n\n${path.basename(modelFile)}, ${threads} threads, ${servingRounds} rounds, ${tokens} tokens per stream; ${minutes} min; ` +
+      `load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}\n`,
+  );
+  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, servingRounds, tokens, only: section, serving: serving.samples }, null, 2));
   process.exit(0);
 }
 

@@ -22,6 +22,8 @@ export interface ServingContext {
   cache: string;
   sampling: Sampling;
   log(msg: string): void;
+  /** `--only <section>`: stop after that section (`aggregate`: without the TTFT-under-load probes). */
+  only?: string | undefined;
 }
 
 type Samples = Record<string, number[]>;
@@ -43,7 +45,7 @@ async function stop(d: Daemon | undefined): Promise<void> {
 
 /** Aggregate decode with n streams, lmd SERVICE_NUM_PARALLEL=n against llama-server -np n; with 4, the TTFT of a new request while 3 others stream. */
 async function aggregate(ctx: ServingContext, n: number, add: (k: string, v: number) => void): Promise<void> {
-  ctx.log(`aggregate, ${n} streams${n === 4 ? "; time to first token while 3 others stream" : ""}`);
+  ctx.log(`aggregate, ${n} streams${n === 4 && ctx.only === undefined ? "; time to first token while 3 others stream" : ""}`);
   const lmd = await ctx.startLmd({ SERVICE_NUM_PARALLEL: String(n), SERVICE_KEEP_ALIVE: "-1" });
   const server = await ctx.startServer?.(n);
   const targets: [ServerKind, string][] = [["lmd", lmd.url], ...(server ? [["llama-server", server.url] as [ServerKind, string]] : [])];
@@ -60,7 +62,7 @@ async function aggregate(ctx: ServingContext, n: number, add: (k: string, v: num
       add(`agg${n}.spread.${kind}`, Math.max(...streams.map((x) => x.firstMs)) - Math.min(...streams.map((x) => x.firstMs)));
     }
   }
-  if (n === 4) {
+  if (n === 4 && ctx.only === undefined) {
     for (let round = 0; round < ctx.rounds; round++) {
       for (const [kind, url] of round % 2 ? [...targets].reverse() : targets) {
         add(`ttft.idle.${kind}`, await probeTtft(kind, url, ctx.sampling, round * 100));
@@ -200,6 +202,7 @@ export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]
     const spread = ls ? ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} vs ${f(m(`agg${n}.spread.llama-server`), 0)} ms)` : ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} ms)`;
     rows.push([`aggregate decode tok/s, ${n} streams (\`SERVICE_NUM_PARALLEL=${n}\` vs \`-np ${n}\`)`, (ls ? `${f(m(`agg${n}.lmd`))} vs ${f(m(`agg${n}.llama-server`))}` : f(m(`agg${n}.lmd`))) + spread, ls ? ratio(m(`agg${n}.lmd`), m(`agg${n}.llama-server`)) : "—", "≥ 1.0"]);
   }
+  if (ctx.only === "aggregate") return { rows, samples, chosen: {} };
   const starved = (kind: ServerKind) => {
     const k = (samples[`ttft.starved.${kind}`] ?? []).length;
     return k ? `, **${k} of ${(samples[`ttft.load.${kind}`] ?? []).length} got no token until the others were stopped (> ${STARVED_MS / 1000} s)**` : "";

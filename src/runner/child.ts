@@ -45,8 +45,33 @@ const pauses = new Map<number, PauseSwitch>();
 const running = new Set<Promise<void>>();
 let useCounter = 0;
 
-function send(msg: FromRunner): void {
+function post(msg: FromRunner): void {
   if (process.connected) process.send?.(msg);
+}
+
+/** Output (`chunk`, `thinking`) waiting for the end of this turn of the event loop. */
+let outbox: FromRunner[] = [];
+
+function flush(): void {
+  const messages = outbox;
+  outbox = [];
+  if (messages.length > 1) post({ type: "batch", messages });
+  else if (messages.length === 1) post(messages[0]!);
+}
+
+/**
+ * Sends a message to the parent. Output is gathered for one turn of the event loop, so that the
+ * tokens of the sequences decoded together leave in one message; anything else goes at once, after
+ * the output gathered before it (the order of a job's messages is kept).
+ */
+function send(msg: FromRunner): void {
+  if (msg.type === "chunk" || msg.type === "thinking") {
+    if (outbox.length === 0) setImmediate(flush);
+    outbox.push(msg);
+    return;
+  }
+  flush();
+  post(msg);
 }
 
 function log(level: "debug" | "info" | "warn" | "error", msg: string, data?: Record<string, unknown>): void {

@@ -258,6 +258,9 @@ export class Runner {
       case "log":
         this.options.log[msg.level]({ runner: this.pid, ...msg.data }, msg.msg);
         break;
+      case "batch":
+        for (const m of msg.messages) this.onMessage(m);
+        break;
       default:
         break;
     }

@@ -284,4 +284,10 @@ export type FromRunner =
   | { type: "tokens"; id: number; tokens: number[] }
   | { type: "ranked"; id: number; result: RankResult }
   | { type: "failed"; id: number; kind: RunnerFailureKind; message: string }
-  | { type: "log"; level: "debug" | "info" | "warn" | "error"; msg: string; data?: Record<string, unknown> };
+  | { type: "log"; level: "debug" | "info" | "warn" | "error"; msg: string; data?: Record<string, unknown> }
+  /**
+   * The `chunk` and `thinking` messages of one turn of the runner's event loop, in order: with
+   * several sequences decoding together, one message per decode step instead of one per stream
+   * (each message wakes the parent, whose work then competes with the next decode for the cores).
+   */
+  | { type: "batch"; messages: FromRunner[] };
