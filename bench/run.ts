@@ -5,9 +5,11 @@
  *
  *   npm run bench -- [--model bench-100m|bench-1b|PATH] [--threads N] [--rounds N] [--tokens N]
  *                    [--serving-rounds N] [--llama-server] [--quick] [--cache DIR] [--json FILE]
+ *                    [--only speculative]
  *
  * `--quick` (2 rounds, serving figures 1 round, 32 tokens) runs every section fast: it checks that
- * the command works, its figures mean nothing.
+ * the command works, its figures mean nothing. `--only speculative` runs only the speculative
+ * decoding rows (`--serving-rounds` rounds; the other sections are skipped).
  *
  * Everything runs on loopback. Both lmd's runner and the direct process run with UV_THREADPOOL_SIZE=1.
  */
@@ -42,8 +44,13 @@ const { values: args } = parseArgs({
     "serving-rounds": { type: "string", default: "3" },
     quick: { type: "boolean", default: false },
     json: { type: "string" },
+    only: { type: "string" },
   },
 });
+if (args.only !== undefined && args.only !== "speculative") {
+  process.stderr.write(`--only takes one section: speculative (got '${args.only}')\n`);
+  process.exit(2);
+}
 const threads = Number(args.threads);
 const rounds = args.quick ? 2 : Number(args.rounds);
 /** Rounds of the serving figures (each round of those is long; their medians settle sooner). */
@@ -126,8 +133,31 @@ const rate = (r: DecodeResult) => {
   return (total - r.streams.length) / ((end - start) / 1000);
 };
 
+/** `--only speculative`: the speculative-decoding rows alone. */
+async function onlySpeculative(modelFile: string): Promise<void> {
+  log(`speculative decoding only, ${threads} threads, ${servingRounds} rounds; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+  const serving = await servingFigures({
+    startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
+    rounds: servingRounds,
+    tokens,
+    probes: 0,
+    cache,
+    sampling,
+    log,
+    only: "speculative",
+  });
+  const minutes = ((performance.now() - started) / 60_000).toFixed(1);
+  process.stdout.write(
+    ["| figure | measured | ratio | target |", "|---|---|---|---|", ...serving.rows.map((row) => `| ${row.join(" | ")} |`)].join("\n") +
+      `\n\n${threads} threads, ${servingRounds} rounds, ${Math.min(tokens, 64)} tokens; ${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}\n`,
+  );
+  if (args.json) writeFileSync(args.json, JSON.stringify({ threads, servingRounds, tokens, serving: serving.samples }, null, 2));
+  process.exit(0);
+}
+
 async function main(): Promise<void> {
   const modelFile = await ensureModel();
+  if (args.only === "speculative") return onlySpeculative(modelFile);
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
   const idleLmd = await startLmd(modelFile, {});
   await new Promise((r) => setTimeout(r, 1000));
