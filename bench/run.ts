@@ -5,13 +5,14 @@
  *
  *   npm run bench -- [--model bench-100m|bench-1b|PATH] [--threads N] [--rounds N] [--tokens N]
  *                    [--serving-rounds N] [--llama-server] [--quick] [--cache DIR] [--json FILE]
- *                    [--only aggregate]
+ *                    [--only aggregate|speculative]
  *
  * `--quick` (2 rounds, serving figures 1 round, 32 tokens) runs every section fast: it checks that
  * the command works, its figures mean nothing.
  *
- * `--only <section>` runs one section and prints its rows: `aggregate` (4 and 8 streams against
- * llama-server with `--llama-server`; no TTFT-under-load probes).
+ * `--only <section>` runs one section (`--serving-rounds` rounds) and prints its rows: `aggregate`
+ * (4 and 8 streams, against llama-server with `--llama-server`; no TTFT-under-load probes) or
+ * `speculative` (the speculative-decoding rows).
  *
  * Everything runs on loopback. Both lmd's runner and the direct process run with UV_THREADPOOL_SIZE=1.
  */
@@ -49,6 +50,10 @@ const { values: args } = parseArgs({
     only: { type: "string" },
   },
 });
+if (args.only !== undefined && args.only !== "aggregate" && args.only !== "speculative") {
+  process.stderr.write(`--only takes one section: aggregate or speculative (got '${args.only}')\n`);
+  process.exit(2);
+}
 const threads = Number(args.threads);
 const rounds = args.quick ? 2 : Number(args.rounds);
 /** Rounds of the serving figures (each round of those is long; their medians settle sooner). */
@@ -134,7 +139,7 @@ const rate = (r: DecodeResult) => {
 async function main(): Promise<void> {
   const modelFile = await ensureModel();
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
-  if (args.only !== undefined) return only(modelFile, args.only);
+  if (args.only === "aggregate" || args.only === "speculative") return only(modelFile, args.only);
   const idleLmd = await startLmd(modelFile, {});
   await new Promise((r) => setTimeout(r, 1000));
   const rssIdle = rssMb(idleLmd.child.pid);
@@ -234,8 +239,7 @@ async function main(): Promise<void> {
 }
 
 /** `--only <section>`: one section of the serving figures, its rows and the load. */
-async function only(modelFile: string, section: string): Promise<void> {
-  if (section !== "aggregate") throw new Error(`--only: unknown section ${JSON.stringify(section)} (known: aggregate)`);
+async function only(modelFile: string, section: "aggregate" | "speculative"): Promise<void> {
   const serving = await servingFigures({
     startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
     startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel) : undefined,

@@ -22,8 +22,8 @@ export interface ServingContext {
   cache: string;
   sampling: Sampling;
   log(msg: string): void;
-  /** `--only <section>`: stop after that section (`aggregate`: without the TTFT-under-load probes). */
-  only?: string | undefined;
+  /** `--only <section>`: that section alone (`aggregate`: 4 and 8 streams, without the TTFT-under-load probes; `speculative`). */
+  only?: "aggregate" | "speculative" | undefined;
 }
 
 type Samples = Record<string, number[]>;
@@ -189,20 +189,40 @@ async function speculative(ctx: ServingContext, add: (k: string, v: number) => v
   return identical;
 }
 
-/** Runs every serving block; returns the issue-15 rows after the single-stream ones. */
+/** Runs every serving block (or the one `only` names); returns the issue-15 rows after the single-stream ones. */
 export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]; samples: Samples; chosen: Record<string, string> }> {
   const samples: Samples = {};
   const add = (k: string, v: number) => (samples[k] ??= []).push(v);
   const m = (k: string) => median(samples[k] ?? []);
-  const ls = ctx.startServer !== undefined;
   const rows: Row[] = [];
+  let chosen: Record<string, string> = {};
+  if (ctx.only !== "speculative") chosen = await throughputRows(ctx, samples, rows);
+  if (ctx.only === "aggregate") return { rows, samples, chosen };
+  const identical = await speculative(ctx, add);
+  const plain = m("spec.plain");
+  const label: Record<string, [string, string]> = {
+    "spec-with-draft": ["identity-layer pair (`draft_p_min` 0)", "≥ 1.5"],
+    "spec-with-unrelated": ["unrelated draft, `draft_p_min` 0 (drafts always, worst case)", "≥ 0.9"],
+    "spec-with-unrelated-default": ["unrelated draft, default `draft_p_min` 0.6", "≥ 0.9"],
+  };
+  for (const [variant, [text, target]] of Object.entries(label)) {
+    rows.push([`speculative decode tok/s, 1B target, greedy: ${text}`, `${f(m(`${variant}.rate`), 2)} vs ${f(plain, 2)} plain, ${f(m(`${variant}.drafted`), 0)} tokens drafted per ${Math.min(ctx.tokens, 64)}, ${f(100 * m(`${variant}.acceptance`), 0)}% accepted`, ratio(m(`${variant}.rate`), plain), target]);
+  }
+  rows.push(["speculative output equals plain greedy output (every variant, every round)", identical ? "identical" : "**DIFFERENT**", "—", "identical"]);
+  return { rows, samples, chosen };
+}
 
+/** The aggregate, TTFT-under-load and busy-host rows (every serving figure but the speculative ones). */
+async function throughputRows(ctx: ServingContext, samples: Samples, rows: Row[]): Promise<Record<string, string>> {
+  const add = (k: string, v: number) => (samples[k] ??= []).push(v);
+  const m = (k: string) => median(samples[k] ?? []);
+  const ls = ctx.startServer !== undefined;
   for (const n of [4, 8]) {
     await aggregate(ctx, n, add);
     const spread = ls ? ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} vs ${f(m(`agg${n}.spread.llama-server`), 0)} ms)` : ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} ms)`;
     rows.push([`aggregate decode tok/s, ${n} streams (\`SERVICE_NUM_PARALLEL=${n}\` vs \`-np ${n}\`)`, (ls ? `${f(m(`agg${n}.lmd`))} vs ${f(m(`agg${n}.llama-server`))}` : f(m(`agg${n}.lmd`))) + spread, ls ? ratio(m(`agg${n}.lmd`), m(`agg${n}.llama-server`)) : "—", "≥ 1.0"]);
   }
-  if (ctx.only === "aggregate") return { rows, samples, chosen: {} };
+  if (ctx.only === "aggregate") return {};
   const starved = (kind: ServerKind) => {
     const k = (samples[`ttft.starved.${kind}`] ?? []).length;
     return k ? `, **${k} of ${(samples[`ttft.load.${kind}`] ?? []).length} got no token until the others were stopped (> ${STARVED_MS / 1000} s)**` : "";
@@ -223,16 +243,5 @@ export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]
   const quietBest = Math.max(...Array.from({ length: cores() }, (_, i) => m(`busy.${i + 1}.quiet`)));
   rows.push(["busy host: default rule with the hog vs the best quiet figure of any thread count", `${f(m("busy.auto.hog"))} vs ${f(quietBest)}`, ratio(m("busy.auto.hog"), quietBest), "≥ 0.45"]);
 
-  const identical = await speculative(ctx, add);
-  const plain = m("spec.plain");
-  const label: Record<string, [string, string]> = {
-    "spec-with-draft": ["identity-layer pair (`draft_p_min` 0)", "≥ 1.5"],
-    "spec-with-unrelated": ["unrelated draft, `draft_p_min` 0 (drafts always, worst case)", "≥ 0.9"],
-    "spec-with-unrelated-default": ["unrelated draft, default `draft_p_min` 0.6", "≥ 0.9"],
-  };
-  for (const [variant, [text, target]] of Object.entries(label)) {
-    rows.push([`speculative decode tok/s, 1B target, greedy: ${text}`, `${f(m(`${variant}.rate`), 2)} vs ${f(plain, 2)} plain, ${f(m(`${variant}.drafted`), 0)} tokens drafted per ${Math.min(ctx.tokens, 64)}, ${f(100 * m(`${variant}.acceptance`), 0)}% accepted`, ratio(m(`${variant}.rate`), plain), target]);
-  }
-  rows.push(["speculative output equals plain greedy output (every variant, every round)", identical ? "identical" : "**DIFFERENT**", "—", "identical"]);
-  return { rows, samples, chosen };
+  return chosen;
 }

@@ -10,6 +10,23 @@
  *
  * A sequence's predictor is fixed when the sequence is made, so a request that turns speculation
  * off (`options.speculative: false`) switches this wrapper to "off" for its job instead.
+ *
+ * Speculation is adaptive (DraftSchedule), so that a draft the target keeps refusing costs little:
+ *
+ * - A consultation whose first token is refused (or, for a draft model, that proposes nothing:
+ *   no token reached `draft_p_min`, yet the draft model was evaluated) backs off: the next
+ *   `backoff` steps decode without consulting the predictor at all, and `backoff` doubles with
+ *   each refusal in a row (1, 2, 4, … up to MAX_BACKOFF). Any accepted token resets it to 0.
+ *   A draft model skips its evaluation on those steps; when it drafts again, its sequence catches
+ *   up on the skipped tokens in one batch.
+ * - A draft is at most `limit` tokens: INITIAL_DRAFT at the start of a generation, doubled after a
+ *   draft accepted whole (up to `draft_max`, DRAFT_MAX_TOKENS), cut to one more than was accepted
+ *   after one accepted in part, and 1 after a refusal.
+ *
+ * With an unrelated draft that is 6 consultations in a 64-token generation (steps 0, 2, 5, 10,
+ * 19, 36), each of 1 draft token after the first, instead of one per token; with a pair that
+ * agrees, drafts grow 4 → 8 → 12 and stay there. An empty prompt-lookup result costs nothing (no
+ * model ran), so it does not back off; a refused lookup does.
  */
 import type { SpeculationLoad } from "./protocol.js";
 import {
@@ -25,11 +42,64 @@ export type SpeculationMode = "off" | "lookup" | "draft";
 
 type ResetParams = Parameters<TokenPredictor["reset"]>[0];
 
-/** Delegates to the predictor chosen for the current job; proposes nothing when off. */
+/** Tokens of the first draft of a generation: a good pair gains from the start (4 → 8 → 12), a bad one costs a few draft tokens. */
+const INITIAL_DRAFT = 4;
+/**
+ * Longest back-off, in steps: a refused consultation costs about one target decode (the draft's
+ * catch-up batch, one draft token, one more token to verify), so one per 32 steps keeps a draft
+ * that never agrees within ~3 % of plain decoding, while a draft that starts agreeing again is
+ * consulted within 32 tokens.
+ */
+const MAX_BACKOFF = 32;
+
+/**
+ * When to consult the predictor and how many tokens to ask for, from what the target did with
+ * the previous proposals (the rule is in this file's header comment). One per generation.
+ */
+export class DraftSchedule {
+  /** Tokens the next draft may propose. */
+  limit: number;
+  /** Steps left to decode without consulting the predictor. */
+  private skip = 0;
+  /** Steps to skip after the next refusal is doubled from this; 0 after an acceptance. */
+  private backoff = 0;
+
+  constructor(private readonly max: number) {
+    this.limit = Math.min(max, INITIAL_DRAFT);
+  }
+
+  /** Whether to consult the predictor at this step (a step not consulted counts down the back-off). */
+  consult(): boolean {
+    if (this.skip === 0) return true;
+    this.skip -= 1;
+    return false;
+  }
+
+  /** The target accepted the first `accepted` of `proposed` tokens (0 of 0: nothing was proposed). */
+  record(proposed: number, accepted: number): void {
+    if (accepted === 0) {
+      this.backoff = Math.min(MAX_BACKOFF, Math.max(1, this.backoff * 2));
+      this.skip = this.backoff;
+      this.limit = 1;
+      return;
+    }
+    this.backoff = 0;
+    this.limit = Math.min(this.max, accepted === proposed ? this.limit * 2 : accepted + 1);
+  }
+}
+
+/** Delegates to the predictor chosen for the current job, on a DraftSchedule; proposes nothing when off. */
 export class SwitchablePredictor extends TokenPredictor {
   /** Set by the job before it generates; read at the predictor's reset (start of a generation). */
   mode: SpeculationMode = "off";
+  /** Consultations and proposed tokens of the current generation (tests, diagnostics). */
+  consulted = 0;
   private active: TokenPredictor | undefined;
+  private schedule = new DraftSchedule(DRAFT_MAX_TOKENS);
+  /** The last proposal, until the next consultation settles what the target did with it. */
+  private proposal: Token[] | undefined;
+  /** Tokens the target produced since that proposal. */
+  private since: Token[] = [];
 
   constructor(
     private readonly lookup: InputLookupTokenPredictor | undefined,
@@ -45,15 +115,40 @@ export class SwitchablePredictor extends TokenPredictor {
 
   reset(params: ResetParams): Promise<void> | void {
     this.active = this.mode === "draft" ? this.draft : this.mode === "lookup" ? this.lookup : undefined;
+    this.schedule = new DraftSchedule(this.draft?.maxTokens ?? DRAFT_MAX_TOKENS);
+    this.proposal = undefined;
+    this.since = [];
+    this.consulted = 0;
     return this.active?.reset(params);
   }
 
   pushTokens(tokens: Token[]): void {
     this.active?.pushTokens(tokens);
+    if (this.proposal) for (const t of tokens) this.since.push(t);
   }
 
   predictTokens(): Promise<Token[]> | Token[] {
-    return this.active?.predictTokens() ?? [];
+    if (!this.active) return [];
+    if (this.proposal) {
+      let accepted = 0;
+      while (accepted < this.proposal.length && this.since[accepted] === this.proposal[accepted]) accepted++;
+      this.schedule.record(this.proposal.length, accepted);
+      this.proposal = undefined;
+      this.since = [];
+    }
+    if (!this.schedule.consult()) return [];
+    this.consulted += 1;
+    if (this.active === this.draft) return this.draft.predictTokens(this.schedule.limit).then((out) => this.proposed(out, true));
+    const out = this.active.predictTokens();
+    return out instanceof Promise ? out.then((o) => this.proposed(o, false)) : this.proposed(out, false);
+  }
+
+  /** Remembers a proposal (cut to the schedule's limit) to settle at the next consultation. */
+  private proposed(out: Token[], emptyIsRefusal: boolean): Token[] {
+    const cut = out.length > this.schedule.limit ? out.slice(0, this.schedule.limit) : out;
+    // An empty lookup ran no model: nothing to learn, and nothing to back off from.
+    if (cut.length > 0 || emptyIsRefusal) this.proposal = cut;
+    return cut;
   }
 
   override stop(untilPredictionsExhausted?: boolean): Promise<void> | void {
@@ -96,7 +191,7 @@ export class ExactDraftPredictor extends TokenPredictor {
 
   constructor(
     private readonly draft: LlamaContextSequence,
-    private readonly maxTokens: number,
+    readonly maxTokens: number,
     private readonly minConfidence: number,
   ) {
     super();
@@ -111,7 +206,8 @@ export class ExactDraftPredictor extends TokenPredictor {
     for (const t of tokens) this.tokens.push(t);
   }
 
-  async predictTokens(): Promise<Token[]> {
+  /** Drafts up to `maxTokens` tokens (fewer when the schedule asks for fewer). */
+  async predictTokens(maxTokens = this.maxTokens): Promise<Token[]> {
     const limit = this.draft.context.contextSize - 1;
     const state = this.tokens.length > limit ? this.tokens.slice(-limit) : this.tokens;
     if (state.length === 0) return [];
@@ -119,15 +215,17 @@ export class ExactDraftPredictor extends TokenPredictor {
     await this.draft.adaptStateToTokens(state.slice(0, -1), false);
     const pending = state.slice(this.draft.nextTokenIndex);
     const out: Token[] = [];
-    const iterator = this.draft.evaluateWithMetadata(pending, { confidence: true }, {
+    // The confidence (a softmax over the vocabulary) only when draft_p_min needs it.
+    const iterator = this.draft.evaluateWithMetadata(pending, { confidence: this.minConfidence > 0 }, {
       temperature: 0,
       ...(this.options.contextShift ? { contextShift: this.options.contextShift } : {}),
     });
     try {
-      for await (const { token, confidence } of iterator) {
+      for await (const item of iterator) {
+        const { token, confidence } = item as { token: Token; confidence?: number };
         if (confidence !== undefined && confidence < this.minConfidence) break;
         out.push(token);
-        if (out.length >= this.maxTokens || out.length + state.length >= limit) break;
+        if (out.length >= maxTokens || out.length + state.length >= limit) break;
       }
     } finally {
       await iterator.return(undefined);

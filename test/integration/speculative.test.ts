@@ -2,7 +2,8 @@
  * Speculative decoding through the daemon: a target model with a draft (`draft` on create, DRAFT in
  * a Modelfile) and prompt lookup give exactly the greedy output of plain decoding. The pair is
  * the identity-layer pair make-model writes (the target computes what the draft computes, with more
- * layers), so nearly every draft token is accepted; an unrelated draft is refuted but changes nothing.
+ * layers), so nearly every draft token is accepted; an unrelated draft is refuted but changes nothing,
+ * and backs off (it is consulted on fewer and fewer steps).
  */
 import t from "tap";
 import { assertError } from "../helpers/assert-error.js";
@@ -58,6 +59,10 @@ t.test("draft model and prompt lookup: identical greedy output, acceptance repor
   const unrelated = await greedy(url, "target-unrelated");
   t.same(unrelated.context, plain.context, "an unrelated draft changes nothing in the output");
   t.ok((unrelated.draft_accepted_count ?? 0) < (spec.draft_accepted_count ?? 0), `and is accepted less (${unrelated.draft_accepted_count}/${unrelated.draft_count})`);
+  // Refused drafts back off (src/runner/speculative.ts): far fewer draft tokens than generated
+  // ones, where drafting at every step would check up to 12 per generated token.
+  t.ok((unrelated.draft_count ?? 0) < unrelated.eval_count / 2, `a refused draft backs off (${unrelated.draft_count} draft tokens for ${unrelated.eval_count} generated)`);
+  t.ok((spec.draft_count ?? 0) >= spec.eval_count / 2, `an accepted draft keeps drafting (${spec.draft_count} draft tokens for ${spec.eval_count} generated)`);
 
   const lookup = await greedy(url, "target-lookup");
   t.same(lookup.context, plain.context, "prompt lookup gives the same tokens");
