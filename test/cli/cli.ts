@@ -122,3 +122,13 @@ export async function terminal(t: Test, url: string, args: string[], options: Te
     },
   };
 }
+
+/** Polls `check` every 100 ms until it holds or `timeoutMs` passes; then checks once more. */
+export async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return check();
+}

@@ -10,7 +10,7 @@ import path from "node:path";
 import t from "tap";
 import type { Test } from "tap";
 import { postJson, startDaemon } from "../helpers/daemon.js";
-import { terminal, terminalSkip, type Terminal } from "./cli.js";
+import { terminal, terminalSkip, waitUntil, type Terminal } from "./cli.js";
 
 // num_predict 12 in the model's params keeps answers short on a busy machine.
 const daemon = await startDaemon(t, { models: [{ name: "tiny", install: { params: { num_predict: 12, seed: 7 } } }] });
@@ -39,15 +39,6 @@ async function command(term: Terminal, line: string, timeoutMs = 60_000): Promis
   const all = lines(screen);
   const start = all.lastIndexOf(`>>> ${line}`);
   return all.slice(start + 1, -1).join("\n");
-}
-
-async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return check();
 }
 
 t.test("the prompt: placeholder, help for the new commands, Ctrl+D leaves the shell prompt on its own line", { skip: terminalSkip }, async (t) => {

@@ -7,7 +7,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import t from "tap";
 import { startDaemon } from "../helpers/daemon.js";
-import { lmd, terminal, terminalSkip } from "./cli.js";
+import { lmd, terminal, terminalSkip, waitUntil } from "./cli.js";
 import { VERSION } from "../../src/version.js";
 
 // num_predict 12 in the model's params keeps answers short on a busy CI machine. No server cap short
@@ -110,12 +110,3 @@ t.test("interactive, in a terminal: streaming, Ctrl+C, /bye", { skip: terminalSk
   await waitUntil(async () => (await term.exitStatus()) !== undefined, 15_000);
   t.equal(await term.exitStatus(), 0, "/bye exits 0");
 });
-
-async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return check();
-}
