@@ -9,10 +9,8 @@
  */
 import path from "node:path";
 import {
-  getLlama,
   InsufficientMemoryError,
   LlamaCompletion,
-  LlamaLogLevel,
   type Llama,
   type LlamaContext,
   type LlamaContextSequence,
@@ -31,6 +29,7 @@ import { runEmbed } from "./embed.js";
 import { runDetokenize, runRender, runTokenize } from "./render.js";
 import { runRank } from "./rank.js";
 import { estimateLoad } from "./estimate.js";
+import { openLlama } from "./engine.js";
 import { LogprobRecorder } from "./logprobs.js";
 import { autoThreads } from "../cpu.js";
 import { beginSpeculation, slotPredictors, type DraftResources } from "./speculative.js";
@@ -94,17 +93,7 @@ async function load(requested: LoadSpec): Promise<void> {
   }
   let llama: Llama;
   try {
-    llama = await getLlama({
-      gpu: spec.gpu,
-      maxThreads: spec.threads,
-      build: "never",
-      progressLogs: false,
-      logLevel: LlamaLogLevel.warn,
-      logger: (level, message) => {
-        const text = message.trim();
-        if (text) log(level === LlamaLogLevel.error || level === LlamaLogLevel.fatal ? "error" : "debug", `llama.cpp: ${text}`);
-      },
-    });
+    llama = await openLlama(spec.gpu, log);
   } catch (err) {
     send({ type: "load-failed", kind: "other", message: `no usable llama.cpp backend: ${clientSafe(err)}` });
     return;
