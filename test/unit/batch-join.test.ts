@@ -1,0 +1,60 @@
+/**
+ * A new request on a sequence that holds old tokens joins the very next batch of a context whose
+ * other sequences are generating (patches/node-llama-cpp+3.22.1.patch, its change for cleared
+ * sequences). It clears the old tokens under the context's lock first; without that change, the
+ * other sequences' next batch took the lock as soon as the clearing released it, before the new
+ * prompt could queue, so every new request waited one extra decode step for its first token. Not
+ * a timing test: it checks which batch the prompt went into.
+ */
+import t from "tap";
+import { LlamaCompletion, type LlamaContext } from "node-llama-cpp";
+import { openLlama } from "../../src/runner/engine.js";
+import { testGguf } from "../helpers/models.js";
+
+/** The item sizes of every batch the context decodes, in the order the batches start (an internal hook). */
+function recordBatches(context: LlamaContext): { at: number; items: number[] }[] {
+  const batches: { at: number; items: number[] }[] = [];
+  const holder = context as unknown as { _ctx: Record<string, (...args: unknown[]) => unknown> };
+  const native = holder._ctx;
+  let items: number[] = [];
+  holder._ctx = new Proxy(native, {
+    get(target, key) {
+      const value = target[key as string];
+      if (key === "addToBatch") return (...args: unknown[]) => { items.push((args[2] as Uint32Array).length); return value!.apply(target, args); };
+      if (key === "decodeBatch") return (...args: unknown[]) => { batches.push({ at: performance.now(), items }); items = []; return value!.apply(target, args); };
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return batches;
+}
+
+t.test("a new prompt joins the next batch while three sequences generate", async (t) => {
+  const llama = await openLlama(false, () => undefined);
+  t.teardown(() => llama.dispose());
+  const model = await llama.loadModel({ modelPath: await testGguf({ preset: "tiny" }) });
+  const context = await model.createContext({ contextSize: 512, sequences: 4, threads: 1 });
+  const sequences = Array.from({ length: 4 }, () => context.getSequence());
+  // Old tokens on the fourth sequence: the new request must clear them before its prompt.
+  await new LlamaCompletion({ contextSequence: sequences[3]! }).generateCompletion("warm up", { maxTokens: 2 });
+  const batches = recordBatches(context);
+
+  const stop = new AbortController();
+  const streams = sequences.slice(0, 3).map((contextSequence, i) =>
+    new LlamaCompletion({ contextSequence }).generateCompletion(`${i} once upon a time`, { maxTokens: 100_000, temperature: 0.8, seed: i, signal: stop.signal, stopOnAbortSignal: true }),
+  );
+  for (let i = 0; i < 500 && batches.filter((b) => b.items.length === 3).length < 5; i++) await new Promise((r) => setTimeout(r, 10));
+  t.ok(batches.filter((b) => b.items.length === 3).length >= 5, "three sequences generate together");
+
+  const from = performance.now();
+  const started = batches.length;
+  await new LlamaCompletion({ contextSequence: sequences[3]! }).generateCompletion("a new question with a prompt of several words", { maxTokens: 1 });
+  stop.abort();
+  await Promise.all(streams);
+
+  // The batch running when the request came may finish first; the next one to start must hold the prompt.
+  const next = batches.slice(started).filter((b) => b.at >= from);
+  const withPrompt = next.findIndex((b) => b.items.some((n) => n > 1));
+  t.ok(withPrompt >= 0, "the prompt was decoded");
+  t.equal(withPrompt, 0, `the first batch after the request holds its prompt (batches: ${next.slice(0, 4).map((b) => b.items.join("+")).join(", ")})`);
+  t.ok(next[withPrompt]!.items.filter((n) => n === 1).length >= 1, "together with the other sequences' tokens");
+});
