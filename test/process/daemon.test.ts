@@ -139,3 +139,18 @@ async function until(check: () => boolean, timeoutMs = 30_000): Promise<void> {
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+t.test("an idle daemon sleeps: its event loop wakes a few times a second, not a hundred", async (t) => {
+  const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(t.testdir(), "m") });
+  t.equal((await fetch(`${d.url}/metrics`)).status, 200, "the metrics (and their event-loop histogram) are on");
+  // The main thread's voluntary context switches count its sleeps: one per wakeup of the loop.
+  const sleeps = async () => Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(await readFile(`/proc/${d.child.pid}/task/${d.child.pid}/status`, "utf8"))?.[1]);
+  await new Promise((r) => setTimeout(r, 1000));
+  const before = await sleeps();
+  await new Promise((r) => setTimeout(r, 3000));
+  const wakeups = (await sleeps()) - before;
+  // 100 ms samples → ~30; prom-client's default 10 ms → ~300 (measured 504 in 5 s).
+  t.ok(wakeups <= 60, `${wakeups} wakeups in 3 s`);
+  d.child.kill("SIGTERM");
+  await d.exited;
+});
