@@ -45,16 +45,21 @@ t.test("a new prompt joins the next batch while three sequences generate", async
   for (let i = 0; i < 500 && batches.filter((b) => b.items.length === 3).length < 5; i++) await new Promise((r) => setTimeout(r, 10));
   t.ok(batches.filter((b) => b.items.length === 3).length >= 5, "three sequences generate together");
 
-  const from = performance.now();
-  const started = batches.length;
+  // Timed from the start of the clearing, not from the call: a batch may start while the request
+  // is still tokenizing its prompt, before it asks for the lock at all.
+  let cleared: number | undefined;
+  const sequence = sequences[3]! as unknown as { _eraseContextTokenRanges: (...args: unknown[]) => Promise<unknown> };
+  const erase = sequence._eraseContextTokenRanges.bind(sequence);
+  sequence._eraseContextTokenRanges = (...args) => { cleared ??= performance.now(); return erase(...args); };
   await new LlamaCompletion({ contextSequence: sequences[3]! }).generateCompletion("a new question with a prompt of several words", { maxTokens: 1 });
   stop.abort();
   await Promise.all(streams);
 
-  // The batch running when the request came may finish first; the next one to start must hold the prompt.
-  const next = batches.slice(started).filter((b) => b.at >= from);
+  t.ok(cleared !== undefined, "the request cleared the sequence's old tokens first");
+  // The batch running when the clearing asked for the lock finishes first; the next one to start must hold the prompt.
+  const next = batches.filter((b) => b.at >= cleared!);
   const withPrompt = next.findIndex((b) => b.items.some((n) => n > 1));
   t.ok(withPrompt >= 0, "the prompt was decoded");
-  t.equal(withPrompt, 0, `the first batch after the request holds its prompt (batches: ${next.slice(0, 4).map((b) => b.items.join("+")).join(", ")})`);
+  t.equal(withPrompt, 0, `the first batch after the clearing holds the prompt (batches: ${next.slice(0, 4).map((b) => b.items.join("+")).join(", ")})`);
   t.ok(next[withPrompt]!.items.filter((n) => n === 1).length >= 1, "together with the other sequences' tokens");
 });
