@@ -7,26 +7,10 @@
  * a timing test: it checks which batch the prompt went into.
  */
 import t from "tap";
-import { LlamaCompletion, type LlamaContext } from "node-llama-cpp";
+import { LlamaCompletion } from "node-llama-cpp";
 import { openLlama } from "../../src/runner/engine.js";
+import { recordBatches } from "../helpers/batches.js";
 import { testGguf } from "../helpers/models.js";
-
-/** The item sizes of every batch the context decodes, in the order the batches start (an internal hook). */
-function recordBatches(context: LlamaContext): { at: number; items: number[] }[] {
-  const batches: { at: number; items: number[] }[] = [];
-  const holder = context as unknown as { _ctx: Record<string, (...args: unknown[]) => unknown> };
-  const native = holder._ctx;
-  let items: number[] = [];
-  holder._ctx = new Proxy(native, {
-    get(target, key) {
-      const value = target[key as string];
-      if (key === "addToBatch") return (...args: unknown[]) => { items.push((args[2] as Uint32Array).length); return value!.apply(target, args); };
-      if (key === "decodeBatch") return (...args: unknown[]) => { batches.push({ at: performance.now(), items }); items = []; return value!.apply(target, args); };
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-  return batches;
-}
 
 t.test("a new prompt joins the next batch while three sequences generate", async (t) => {
   const llama = await openLlama(false, () => undefined);
@@ -58,8 +42,8 @@ t.test("a new prompt joins the next batch while three sequences generate", async
   t.ok(cleared !== undefined, "the request cleared the sequence's old tokens first");
   // The batch running when the clearing asked for the lock finishes first; the next one to start must hold the prompt.
   const next = batches.filter((b) => b.at >= cleared!);
-  const withPrompt = next.findIndex((b) => b.items.some((n) => n > 1));
+  const withPrompt = next.findIndex((b) => b.items.some((i) => i.tokens > 1));
   t.ok(withPrompt >= 0, "the prompt was decoded");
-  t.equal(withPrompt, 0, `the first batch after the clearing holds the prompt (batches: ${next.slice(0, 4).map((b) => b.items.join("+")).join(", ")})`);
-  t.ok(next[withPrompt]!.items.filter((n) => n === 1).length >= 1, "together with the other sequences' tokens");
+  t.equal(withPrompt, 0, `the first batch after the clearing holds the prompt (batches: ${next.slice(0, 4).map((b) => b.items.map((i) => i.tokens).join("+")).join(", ")})`);
+  t.ok(next[withPrompt]!.items.filter((i) => i.tokens === 1).length >= 1, "together with the other sequences' tokens");
 });

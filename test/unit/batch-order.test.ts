@@ -8,26 +8,10 @@
  * 8 streams decoded each step in 26–33 ms instead of 13–16. Not a timing test: it checks the order.
  */
 import t from "tap";
-import { LlamaCompletion, type LlamaContext } from "node-llama-cpp";
+import { LlamaCompletion } from "node-llama-cpp";
 import { openLlama } from "../../src/runner/engine.js";
+import { recordBatches } from "../helpers/batches.js";
 import { testGguf } from "../helpers/models.js";
-
-/** The sequence ids of every batch the context decodes, in the order they were added (an internal hook). */
-function recordBatchSequences(context: LlamaContext): number[][] {
-  const batches: number[][] = [];
-  const holder = context as unknown as { _ctx: Record<string, (...args: unknown[]) => unknown> };
-  const native = holder._ctx;
-  let ids: number[] = [];
-  holder._ctx = new Proxy(native, {
-    get(target, key) {
-      const value = target[key as string];
-      if (key === "addToBatch") return (...args: unknown[]) => { ids.push(args[0] as number); return value!.apply(target, args); };
-      if (key === "decodeBatch") return (...args: unknown[]) => { batches.push(ids); ids = []; return value!.apply(target, args); };
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-  return batches;
-}
 
 t.test("sequences that started in another order are batched in ascending order", async (t) => {
   const llama = await openLlama(false, () => undefined);
@@ -35,20 +19,21 @@ t.test("sequences that started in another order are batched in ascending order",
   const model = await llama.loadModel({ modelPath: await testGguf({ preset: "tiny" }) });
   const context = await model.createContext({ contextSize: 512, sequences: 4, threads: 1 });
   const sequences = Array.from({ length: 4 }, () => context.getSequence());
-  const batches = recordBatchSequences(context);
+  const recorded = recordBatches(context);
 
   const stop = new AbortController();
   const streams: Promise<unknown>[] = [];
   // Start order 3, 1, 2, 0, each once the previous one generates: the queue holds them in that order.
   for (const i of [3, 1, 2, 0]) {
-    const seen = batches.length;
+    const seen = recorded.length;
     streams.push(new LlamaCompletion({ contextSequence: sequences[i]! }).generateCompletion(`${i} once upon a time`, { maxTokens: 100_000, temperature: 0.8, seed: i, signal: stop.signal, stopOnAbortSignal: true }));
-    for (let k = 0; k < 500 && batches.length < seen + 2; k++) await new Promise((r) => setTimeout(r, 5));
+    for (let k = 0; k < 500 && recorded.length < seen + 2; k++) await new Promise((r) => setTimeout(r, 5));
   }
-  for (let k = 0; k < 500 && batches.filter((b) => b.length === 4).length < 10; k++) await new Promise((r) => setTimeout(r, 10));
+  for (let k = 0; k < 500 && recorded.filter((b) => b.items.length === 4).length < 10; k++) await new Promise((r) => setTimeout(r, 10));
   stop.abort();
   await Promise.all(streams);
 
+  const batches = recorded.map((b) => b.items.map((i) => i.sequence));
   const full = batches.filter((b) => b.length === 4);
   t.ok(full.length >= 10, `the four sequences decode together (${full.length} batches of 4)`);
   const unordered = batches.filter((b) => b.some((id, k) => k > 0 && id < b[k - 1]!));
