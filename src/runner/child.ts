@@ -48,7 +48,16 @@ function post(msg: FromRunner): void {
   if (process.connected) process.send?.(msg);
 }
 
-/** Output (`chunk`, `thinking`) waiting for the end of this turn of the event loop. */
+/**
+ * How long output (`chunk`, `thinking`) waits before it is written to the parent. A decode step ends
+ * with every sequence sampling its token, and the next step starts once all of them queued the next
+ * one; writing to the pipe there (0.2–0.5 ms when the write wakes the parent) delays the next step by
+ * that much, per token. Waiting 1 ms moves the write into the next step's decode, which runs on other
+ * threads, and gathers the tokens of all the sequences decoded together into one message
+ * (docs/benchmarks.md, "The runner's output in the gap between two steps").
+ */
+const OUTPUT_DELAY_MS = 1;
+/** Output waiting for the flush timer. */
 let outbox: FromRunner[] = [];
 
 function flush(): void {
@@ -59,13 +68,12 @@ function flush(): void {
 }
 
 /**
- * Sends a message to the parent. Output is gathered for one turn of the event loop, so that the
- * tokens of the sequences decoded together leave in one message; anything else goes at once, after
- * the output gathered before it (the order of a job's messages is kept).
+ * Sends a message to the parent. Output is gathered for OUTPUT_DELAY_MS; anything else goes at once,
+ * after the output gathered before it (the order of a job's messages is kept).
  */
 function send(msg: FromRunner): void {
   if (msg.type === "chunk" || msg.type === "thinking") {
-    if (outbox.length === 0) setImmediate(flush);
+    if (outbox.length === 0) setTimeout(flush, OUTPUT_DELAY_MS);
     outbox.push(msg);
     return;
   }
