@@ -52,13 +52,16 @@ function post(msg: FromRunner): void {
  * How long output (`chunk`, `thinking`) waits before it is written to the parent. A decode step ends
  * with every sequence sampling its token, and the next step starts once all of them queued the next
  * one; writing to the pipe there (0.2–0.5 ms when the write wakes the parent) delays the next step by
- * that much, per token. Waiting 1 ms moves the write into the next step's decode, which runs on other
+ * that much, per token. Waiting moves the write into the next step's decode, which runs on other
  * threads, and gathers the tokens of all the sequences decoded together into one message
- * (docs/benchmarks.md, "The runner's output in the gap between two steps").
+ * (docs/benchmarks.md, "The runner's output in the gap between two steps"). Node's timers count
+ * whole milliseconds of the event loop's clock: 2 is at least 1 ms, at most 2.
  */
-const OUTPUT_DELAY_MS = 1;
+const OUTPUT_DELAY_MS = 2;
 /** Output waiting for the flush timer. */
 let outbox: FromRunner[] = [];
+/** Jobs that have sent output: a job's first output goes at once (its time to first token). */
+const started = new Set<number>();
 
 function flush(): void {
   const messages = outbox;
@@ -68,15 +71,19 @@ function flush(): void {
 }
 
 /**
- * Sends a message to the parent. Output is gathered for OUTPUT_DELAY_MS; anything else goes at once,
- * after the output gathered before it (the order of a job's messages is kept).
+ * Sends a message to the parent. A job's output after its first is gathered for OUTPUT_DELAY_MS;
+ * anything else goes at once, after the output gathered before it (the order of a job's messages is
+ * kept).
  */
 function send(msg: FromRunner): void {
   if (msg.type === "chunk" || msg.type === "thinking") {
-    if (outbox.length === 0) setTimeout(flush, OUTPUT_DELAY_MS);
-    outbox.push(msg);
-    return;
-  }
+    if (started.has(msg.id)) {
+      if (outbox.length === 0) setTimeout(flush, OUTPUT_DELAY_MS);
+      outbox.push(msg);
+      return;
+    }
+    started.add(msg.id);
+  } else if ("id" in msg) started.delete(msg.id);
   flush();
   post(msg);
 }
