@@ -46,16 +46,17 @@ let cachedBytes = 0;
 
 /**
  * Reads a small blob as UTF-8, at most {@link SMALL_LAYER_MAX} bytes (checked on the open file
- * before reading, so an oversized blob costs no memory), cached by digest.
+ * before reading, so an oversized blob costs no memory), cached by digest. `locate` gives its file
+ * (checked to be inside the store), asked only when the blob is not cached.
  */
-export async function readSmallBlob(file: string, digest: string, kind = "layer"): Promise<string> {
+export async function readSmallBlob(locate: () => Promise<string>, digest: string, kind = "layer"): Promise<string> {
   const hit = cache.get(digest);
   if (hit !== undefined) {
     cache.delete(digest); // most recently used last
     cache.set(digest, hit);
     return hit;
   }
-  const fh = await fs.open(file, "r");
+  const fh = await fs.open(await locate(), "r");
   let text: string;
   try {
     const { size } = await fh.stat();

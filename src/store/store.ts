@@ -11,7 +11,7 @@
  * Listing, deleting and garbage collection live in admin.ts; blob streaming in blob-writer.ts.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { createReadStream } from "node:fs";
+import { createReadStream, type Stats } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
@@ -106,11 +106,15 @@ export function isDigest(value: unknown): value is string {
 export const TEMP_PREFIX = ".tmp-";
 /** Prefix of resumable partial downloads (kept across restarts; see registry-download.ts). */
 export const PARTIAL_PREFIX = ".partial-";
+/** Manifest texts kept (a few KiB each; the oldest goes first). */
+const MANIFEST_CACHE_ENTRIES = 256;
 
 export class ModelStore {
   readonly root: string;
   /** Digests that an operation in progress is about to reference: garbage collection skips them. */
   private readonly pins = new Map<string, number>();
+  /** Manifest texts by file, with the identity of the file they were read from (readManifestStat). */
+  private readonly manifestTexts = new Map<string, { identity: string; text: string }>();
 
   constructor(root: string) {
     this.root = path.resolve(root);
@@ -153,7 +157,7 @@ export class ModelStore {
     const file = await this.findManifest(name);
     if (!file) throw new ModelNotFoundError(printable(input));
     // A manifest removed by a concurrent delete between finding and reading it: not found.
-    const [manifest, stat] = await Promise.all([this.readManifest(file), fs.stat(file)]).catch((err: unknown) => {
+    const { manifest, stat } = await this.readManifestStat(file).catch((err: unknown) => {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new ModelNotFoundError(printable(input));
       throw err;
     });
@@ -217,6 +221,9 @@ export class ModelStore {
    * of each segment (Ollama matches names case-insensitively).
    */
   async findManifest(name: ModelName): Promise<string | undefined> {
+    // The exact path in one look (the usual case), before the walk that matches each segment's case.
+    const exact = path.join(this.manifestsDir, ...manifestSegments(name));
+    if ((await fs.stat(exact).catch(() => undefined))?.isFile()) return this.insideStore(exact);
     let dir = this.manifestsDir;
     for (const segment of manifestSegments(name)) {
       const exact = path.join(dir, segment);
@@ -235,17 +242,31 @@ export class ModelStore {
 
   /** Reads and checks a manifest file: every digest must be well formed (no path tricks). */
   async readManifest(file: string): Promise<Manifest> {
-    const text = await fs.readFile(file, "utf8");
-    const manifest = JSON.parse(text) as Manifest;
-    const bad = !manifest || typeof manifest !== "object" || !Array.isArray(manifest.layers) || !manifest.config;
-    if (bad || ![manifest.config, ...manifest.layers].every((l) => isDigest(l?.digest))) throw new Error(`malformed manifest ${file}`);
-    return manifest;
+    return parseManifest(file, await fs.readFile(file, "utf8"));
   }
+
+  /**
+   * A manifest with its file's stat. The text is kept per file and reused while the file is the
+   * same one (inode, size, modification time): manifests are replaced by rename, so a new one is a
+   * new inode. Every request resolves its model; this saves it four file-system round trips.
+   */
+  private async readManifestStat(file: string): Promise<{ manifest: Manifest; stat: Stats }> {
+    const stat = await fs.stat(file);
+    const identity = `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
+    const known = this.manifestTexts.get(file);
+    if (known?.identity === identity) return { manifest: parseManifest(file, known.text), stat };
+    const text = await fs.readFile(file, "utf8");
+    this.manifestTexts.delete(file);
+    if (this.manifestTexts.size >= MANIFEST_CACHE_ENTRIES) this.manifestTexts.delete(this.manifestTexts.keys().next().value!);
+    this.manifestTexts.set(file, { identity, text });
+    return { manifest: parseManifest(file, text), stat };
+  }
+
 
   private async readLayerText(manifest: Manifest, mediaType: string): Promise<string | undefined> {
     const layer = manifest.layers.find((l) => l.mediaType === mediaType);
     if (!layer) return undefined;
-    return readSmallBlob(await this.insideStore(this.blobPath(layer.digest)), layer.digest, layerKind(mediaType));
+    return readSmallBlob(() => this.insideStore(this.blobPath(layer.digest)), layer.digest, layerKind(mediaType));
   }
 
   private async readLayerJson(manifest: Manifest, mediaType: string): Promise<Record<string, unknown> | undefined> {
@@ -255,7 +276,7 @@ export class ModelStore {
 
   /** Reads a small blob as text (template, system, params, config, license), capped and cached (layers.ts). */
   async readBlobText(digest: string, kind = "layer"): Promise<string> {
-    return readSmallBlob(await this.insideStore(this.blobPath(digest)), digest, kind).catch((err: unknown) => {
+    return readSmallBlob(() => this.insideStore(this.blobPath(digest)), digest, kind).catch((err: unknown) => {
       if (err instanceof LayerTooLargeError) throw new HttpError(500, `${err.message} (${digest})`);
       throw err;
     });
@@ -377,6 +398,14 @@ function processAlive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
+}
+
+/** A manifest's text parsed and checked: every digest must be well formed (no path tricks). */
+function parseManifest(file: string, text: string): Manifest {
+  const manifest = JSON.parse(text) as Manifest;
+  const bad = !manifest || typeof manifest !== "object" || !Array.isArray(manifest.layers) || !manifest.config;
+  if (bad || ![manifest.config, ...manifest.layers].every((l) => isDigest(l?.digest))) throw new Error(`malformed manifest ${file}`);
+  return manifest;
 }
 
 async function exists(file: string): Promise<boolean> {
