@@ -286,7 +286,7 @@ export type FromRunner =
   | { type: "failed"; id: number; kind: RunnerFailureKind; message: string }
   | { type: "log"; level: "debug" | "info" | "warn" | "error"; msg: string; data?: Record<string, unknown> }
   /**
-   * The `chunk` and `thinking` messages gathered for the runner's output delay (1 ms), in order: with
+   * The `chunk` and `thinking` messages gathered for the runner's output delay (at most 2 ms), in order: with
    * several sequences decoding together, one message per decode step instead of one per stream
    * (each message wakes the parent, whose work then competes with the next decode for the cores).
    */

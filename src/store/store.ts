@@ -222,8 +222,8 @@ export class ModelStore {
    */
   async findManifest(name: ModelName): Promise<string | undefined> {
     // The exact path in one look (the usual case), before the walk that matches each segment's case.
-    const exact = path.join(this.manifestsDir, ...manifestSegments(name));
-    if ((await fs.stat(exact).catch(() => undefined))?.isFile()) return this.insideStore(exact);
+    const direct = path.join(this.manifestsDir, ...manifestSegments(name));
+    if ((await fs.stat(direct).catch(() => undefined))?.isFile()) return this.insideStore(direct);
     let dir = this.manifestsDir;
     for (const segment of manifestSegments(name)) {
       const exact = path.join(dir, segment);
@@ -247,8 +247,9 @@ export class ModelStore {
 
   /**
    * A manifest with its file's stat. The text is kept per file and reused while the file is the
-   * same one (inode, size, modification time): manifests are replaced by rename, so a new one is a
-   * new inode. Every request resolves its model; this saves it four file-system round trips.
+   * same one (inode, size, modification time): lmd replaces a manifest by rename (a new inode), Ollama
+   * rewrites it in place (a new size or modification time). Every request resolves its model; this
+   * saves it four file-system round trips.
    */
   private async readManifestStat(file: string): Promise<{ manifest: Manifest; stat: Stats }> {
     const stat = await fs.stat(file);
@@ -261,7 +262,6 @@ export class ModelStore {
     this.manifestTexts.set(file, { identity, text });
     return { manifest: parseManifest(file, text), stat };
   }
-
 
   private async readLayerText(manifest: Manifest, mediaType: string): Promise<string | undefined> {
     const layer = manifest.layers.find((l) => l.mediaType === mediaType);
