@@ -1,15 +1,29 @@
 /**
- * Records what a node-llama-cpp context decodes: each batch's start time and its items (sequence
- * id, token count) in the order they were added. An internal hook (a Proxy on the native context),
- * for the tests of patches/node-llama-cpp+3.22.1.patch.
+ * For the tests of patches/node-llama-cpp+3.22.1.patch: a context of the tiny test model, loaded as
+ * a runner loads it, and a record of what that context decodes.
  */
-import type { LlamaContext } from "node-llama-cpp";
+import type { LlamaContext, LlamaModel } from "node-llama-cpp";
+import type { Test } from "tap";
+import { openLlama } from "../../src/runner/engine.js";
+import { testGguf } from "./models.js";
+
+/** The tiny test model with one context of `sequences` sequences on 1 thread; disposed after the test. */
+export async function tinyContext(t: Test, contextSize: number, sequences: number): Promise<{ model: LlamaModel; context: LlamaContext }> {
+  const llama = await openLlama(false, () => undefined);
+  t.teardown(() => llama.dispose());
+  const model = await llama.loadModel({ modelPath: await testGguf({ preset: "tiny" }) });
+  return { model, context: await model.createContext({ contextSize, sequences, threads: 1 }) };
+}
 
 export interface RecordedBatch {
   at: number;
   items: { sequence: number; tokens: number }[];
 }
 
+/**
+ * Each batch's start time and its items (sequence id, token count) in the order they were added.
+ * An internal hook (a Proxy on the native context).
+ */
 export function recordBatches(context: LlamaContext): RecordedBatch[] {
   const batches: RecordedBatch[] = [];
   const holder = context as unknown as { _ctx: Record<string, (...args: unknown[]) => unknown> };

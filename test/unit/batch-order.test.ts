@@ -9,15 +9,10 @@
  */
 import t from "tap";
 import { LlamaCompletion } from "node-llama-cpp";
-import { openLlama } from "../../src/runner/engine.js";
-import { recordBatches } from "../helpers/batches.js";
-import { testGguf } from "../helpers/models.js";
+import { recordBatches, tinyContext } from "../helpers/batches.js";
 
 t.test("sequences that started in another order are batched in ascending order", async (t) => {
-  const llama = await openLlama(false, () => undefined);
-  t.teardown(() => llama.dispose());
-  const model = await llama.loadModel({ modelPath: await testGguf({ preset: "tiny" }) });
-  const context = await model.createContext({ contextSize: 512, sequences: 4, threads: 1 });
+  const { context } = await tinyContext(t, 512, 4);
   const sequences = Array.from({ length: 4 }, () => context.getSequence());
   const recorded = recordBatches(context);
 

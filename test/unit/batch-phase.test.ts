@@ -8,15 +8,10 @@
  */
 import t from "tap";
 import { LlamaCompletion } from "node-llama-cpp";
-import { openLlama } from "../../src/runner/engine.js";
-import { recordBatches } from "../helpers/batches.js";
-import { testGguf } from "../helpers/models.js";
+import { recordBatches, tinyContext } from "../helpers/batches.js";
 
 t.test("a second sequence started later is decoded in the same batches as the first", async (t) => {
-  const llama = await openLlama(false, () => undefined);
-  t.teardown(() => llama.dispose());
-  const model = await llama.loadModel({ modelPath: await testGguf({ preset: "tiny" }) });
-  const context = await model.createContext({ contextSize: 512, sequences: 2, threads: 1 });
+  const { context } = await tinyContext(t, 512, 2);
   const [first, second] = [context.getSequence(), context.getSequence()];
   const batches = recordBatches(context);
   const generate = (contextSequence: typeof first, i: number) =>

@@ -8,14 +8,10 @@
  */
 import t from "tap";
 import { LlamaCompletion, TokenBias } from "node-llama-cpp";
-import { openLlama } from "../../src/runner/engine.js";
-import { testGguf } from "../helpers/models.js";
+import { tinyContext } from "../helpers/batches.js";
 
 t.test("maxTokens holds when the last token is part of a character", async (t) => {
-  const llama = await openLlama(false, () => undefined);
-  t.teardown(() => llama.dispose());
-  const model = await llama.loadModel({ modelPath: await testGguf({ preset: "tiny" }) });
-  const context = await model.createContext({ contextSize: 256, sequences: 1, threads: 1 });
+  const { model, context } = await tinyContext(t, 256, 1);
   // A token that is the first byte of a multi-byte character: its text alone ends in U+FFFD.
   const partial = Array.from({ length: 512 }, (_, i) => i).find((i) => !model.isSpecialToken(i) && model.detokenize([i]).endsWith("\uFFFD"));
   t.ok(partial !== undefined, `the vocabulary has a partial-character token (${partial})`);
