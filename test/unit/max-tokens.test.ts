@@ -7,13 +7,13 @@
  * character at the limit. Here every generated token is forced to be such a byte.
  */
 import t from "tap";
-import { LlamaCompletion, TokenBias } from "node-llama-cpp";
+import { LlamaCompletion, TokenBias, type Token } from "node-llama-cpp";
 import { tinyContext } from "../helpers/batches.js";
 
 t.test("maxTokens holds when the last token is part of a character", async (t) => {
   const { model, context } = await tinyContext(t, 256, 1);
   // A token that is the first byte of a multi-byte character: its text alone ends in U+FFFD.
-  const partial = Array.from({ length: 512 }, (_, i) => i).find((i) => !model.isSpecialToken(i) && model.detokenize([i]).endsWith("\uFFFD"));
+  const partial = Array.from({ length: 512 }, (_, i) => i as Token).find((i) => !model.isSpecialToken(i) && model.detokenize([i]).endsWith("\uFFFD"));
   t.ok(partial !== undefined, `the vocabulary has a partial-character token (${partial})`);
   const sequence = context.getSequence();
   for (const maxTokens of [1, 2, 3, 5]) {
