@@ -6,41 +6,13 @@
  * streams went from 1.8 to 0.9 ms when the writes moved into the decodes. Not a timing test: it
  * checks when the writes happen (test/helpers/runner-trace.mjs marks each one).
  */
-import { fork } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import t from "tap";
-import { childEntry } from "../../src/runner/client.js";
-import type { FromRunner, GenerateJob } from "../../src/runner/protocol.js";
-import { testGguf } from "../helpers/models.js";
-
-type Traced = FromRunner & { decoding?: boolean };
+import { storyJob, tracedRunner } from "../helpers/traced-runner.js";
 
 t.test("output of several decoding sequences is written while the next step decodes", async (t) => {
-  const file = await testGguf({ preset: "small" });
-  const child = fork(childEntry(), [], { execArgv: ["--import", fileURLToPath(new URL("../helpers/runner-trace.mjs", import.meta.url))], env: { ...process.env, UV_THREADPOOL_SIZE: "1" } });
-  t.teardown(() => child.kill("SIGKILL"));
-  const received: Traced[] = [];
-  const waiters: (() => void)[] = [];
-  child.on("message", (msg: Traced) => {
-    if (msg.type === "estimate") child.send({ type: "admit" });
-    received.push(msg);
-    for (const w of waiters.splice(0)) w();
-  });
-  const until = async (done: () => boolean): Promise<void> => {
-    while (!done()) await new Promise<void>((r) => waiters.push(r));
-  };
-  child.send({ type: "load", spec: { path: file, contextSize: 1024, sequences: 2, threads: 1, gpu: false } });
-  await until(() => received.some((m) => m.type === "loaded" || m.type === "load-failed"));
-  t.ok(received.some((m) => m.type === "loaded"), "the model loads", { received });
-
-  const job = (seed: number): GenerateJob => ({
-    prompt: { kind: "text", text: `story ${seed}: once upon a time` },
-    sampling: { temperature: 0.8, topK: 40, topP: 0.9, minP: 0, seed, repeatPenalty: 1, repeatLastN: 64, presencePenalty: 0, frequencyPenalty: 0, penalizeNewline: true },
-    maxTokens: 48,
-    stop: [],
-  });
-  child.send({ type: "generate", id: 1, job: job(1) });
-  child.send({ type: "generate", id: 2, job: job(2) });
+  const { received, send, until } = await tracedRunner(t, { sequences: 2 });
+  send({ type: "generate", id: 1, job: storyJob(1) });
+  send({ type: "generate", id: 2, job: storyJob(2) });
   await until(() => received.filter((m) => m.type === "done" || m.type === "failed").length === 2);
   t.same(received.filter((m) => m.type === "failed"), [], "both generations succeed");
 

@@ -1,0 +1,50 @@
+/**
+ * A real runner child with test/helpers/runner-trace.mjs preloaded, the small test model loaded
+ * with `sequences` sequences, and every message it sent. Forked directly, not as the daemon forks
+ * a runner (Runner.start): no threadpool library is preloaded.
+ */
+import { fork } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import type { Test } from "tap";
+import { childEntry } from "../../src/runner/client.js";
+import type { FromRunner, GenerateJob } from "../../src/runner/protocol.js";
+import { testGguf } from "./models.js";
+
+/** A message as the trace marks it: output with `decoding`, `done` with `sampled`. */
+export type Traced = FromRunner & { decoding?: boolean; sampled?: { total: number; duringDecode: number } };
+
+export interface TracedRunner {
+  received: Traced[];
+  send(msg: unknown): void;
+  /** Resolves once `done` holds for the messages received. */
+  until(done: () => boolean): Promise<void>;
+}
+
+/** Forks and loads; `uvThreads` is the child's UV_THREADPOOL_SIZE (a runner always has "1"). */
+export async function tracedRunner(t: Test, { sequences, threads = 1, uvThreads = "1" }: { sequences: number; threads?: number; uvThreads?: string }): Promise<TracedRunner> {
+  const file = await testGguf({ preset: "small" });
+  const child = fork(childEntry(), [], { execArgv: ["--import", fileURLToPath(new URL("runner-trace.mjs", import.meta.url))], env: { ...process.env, UV_THREADPOOL_SIZE: uvThreads } });
+  t.teardown(() => child.kill("SIGKILL"));
+  const received: Traced[] = [];
+  const waiters: (() => void)[] = [];
+  child.on("message", (msg: Traced) => {
+    if (msg.type === "estimate") child.send({ type: "admit" });
+    received.push(msg);
+    for (const w of waiters.splice(0)) w();
+  });
+  const until = async (done: () => boolean): Promise<void> => {
+    while (!done()) await new Promise<void>((r) => waiters.push(r));
+  };
+  child.send({ type: "load", spec: { path: file, contextSize: 1024, sequences, threads, gpu: false } });
+  await until(() => received.some((m) => m.type === "loaded" || m.type === "load-failed"));
+  t.ok(received.some((m) => m.type === "loaded"), "the model loads", { received });
+  return { received, send: (msg) => child.send(msg as never), until };
+}
+
+/** A story of `maxTokens` tokens, sampled with a seed. */
+export const storyJob = (seed: number, maxTokens = 48): GenerateJob => ({
+  prompt: { kind: "text", text: `story ${seed}: once upon a time` },
+  sampling: { temperature: 0.8, topK: 40, topP: 0.9, minP: 0, seed, repeatPenalty: 1, repeatLastN: 64, presencePenalty: 0, frequencyPenalty: 0, penalizeNewline: true },
+  maxTokens,
+  stop: [],
+});
