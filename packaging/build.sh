@@ -1,7 +1,7 @@
 #!/bin/bash
 # Builds dist/packages/lmd_<version>_amd64.deb and dist/packages/lmd-<version>.x86_64.rpm.
 # Run as `npm run package` from the repository root. Needs: node/npm (and the npm registry,
-# or its cache), dpkg-deb, rpmbuild (Debian's rpm package). No root needed.
+# or its cache), a C compiler (cc), dpkg-deb, rpmbuild (Debian's rpm package). No root needed.
 #
 # Environment:
 #   LMD_PKG_VERSION   package version (default: package.json's version)
@@ -96,6 +96,10 @@ stage() {
 	tar -xzf "$runtime" -O package/LICENSE >"$lib/bin/LICENSE.node"
 	strip "$lib/bin/node" && chmod 755 "$lib/bin/node" && chmod 644 "$lib/bin/LICENSE.node"
 	mkdir -p "$lib/dist" && cp -a dist/src "$lib/dist/src" && find "$lib/dist" -type f -exec chmod 644 {} +
+	# The runners' persistent threadpool (src/native/threadpool.c, built by npm run build with cc).
+	[ -f dist/native/lmd-threadpool.so ] || { echo "package: dist/native/lmd-threadpool.so is missing (npm run build with a C compiler)" >&2; exit 1; }
+	install -D -m 644 dist/native/lmd-threadpool.so "$lib/dist/native/lmd-threadpool.so"
+	strip --strip-unneeded "$lib/dist/native/lmd-threadpool.so"
 	cp -a "$modules" "$lib/node_modules"
 	# The daemon's ESM needs "type": "module"; src/version.ts reads the version from here.
 	node -e 'const p = require("./package.json"); process.stdout.write(JSON.stringify({ name: p.name, version: process.argv[1], description: p.description, license: p.license, type: p.type, private: true }, null, 2) + "\n")' "$VERSION" >"$lib/package.json"

@@ -7,6 +7,7 @@
  * Signals: the daemon's process group may receive SIGINT/SIGTERM (Ctrl+C, systemd). The runner
  * ignores them and stops only when told (`unload`) or when the parent's IPC channel closes.
  */
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import {
   InsufficientMemoryError,
@@ -188,6 +189,7 @@ async function load(requested: LoadSpec): Promise<void> {
       gpuLayers: model.gpuLayers,
       threads: spec.threads,
       binary: llama.buildType,
+      threadpool: readFileSync("/proc/self/maps", "utf8").includes("/lmd-threadpool.so") ? "persistent" : "per-decode",
       hasChatTemplate: typeof model.fileInfo.metadata.tokenizer?.chat_template === "string",
       embeddingLength: model.embeddingVectorSize,
       thinking: supportsThinking(model),

@@ -4,6 +4,7 @@
  */
 import { fork, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 import type { Logger } from "pino";
@@ -23,6 +24,26 @@ export function childEntry(): string {
   const compiled = fileURLToPath(new URL("../../dist/src/runner/child.js", import.meta.url));
   if (!existsSync(compiled)) throw new Error(`runner entry ${compiled} is missing: run 'npm run build' first`);
   return compiled;
+}
+
+/**
+ * The library that gives each of a runner's contexts one persistent ggml threadpool
+ * (src/native/threadpool.c, built by scripts/build-native next to dist/src), or undefined when no
+ * C compiler built it.
+ */
+export function threadpoolLibrary(): string | undefined {
+  const file = path.join(path.dirname(childEntry()), "../../native/lmd-threadpool.so");
+  return existsSync(file) ? file : undefined;
+}
+
+/** A runner's environment: one libuv thread, and the threadpool library preloaded when there is one. */
+function runnerEnv(): NodeJS.ProcessEnv {
+  const library = threadpoolLibrary();
+  // UV_THREADPOOL_SIZE=1 pins llama.cpp's decode calls to one libuv thread, which doubles decode
+  // speed on small machines (../shared/notes/engine-speed.md). It must be set before Node starts.
+  const env: NodeJS.ProcessEnv = { ...process.env, UV_THREADPOOL_SIZE: "1" };
+  if (library) env.LD_PRELOAD = [process.env.LD_PRELOAD, library].filter(Boolean).join(" ");
+  return env;
 }
 
 export interface RunnerOptions {
@@ -107,9 +128,7 @@ export class Runner {
   static async start(spec: LoadSpec, options: RunnerOptions): Promise<Runner> {
     await checkModelFile(spec.path, options.name); // a malformed file never reaches llama.cpp
     const child = fork(childEntry(), [], {
-      // UV_THREADPOOL_SIZE=1 pins llama.cpp's decode calls to one libuv thread, which doubles
-      // decode speed on small machines (../shared/notes/engine-speed.md). It must be set before Node starts.
-      env: { ...process.env, UV_THREADPOOL_SIZE: "1" },
+      env: runnerEnv(),
       execArgv: [],
       stdio: ["ignore", "pipe", "pipe", "ipc"],
       serialization: "json",
@@ -377,7 +396,7 @@ function waitForLoad(child: ChildProcess, spec: LoadSpec, options: RunnerOptions
         );
       } else if (msg.type === "loaded") {
         finish();
-        options.log.info({ model: options.name, runner: child.pid, ram: formatBytes(msg.info.ramBytes), contextSize: msg.info.contextSize, sequences: msg.info.sequences, gpu: msg.info.gpu, threads: msg.info.threads, binary: msg.info.binary }, "model loaded");
+        options.log.info({ model: options.name, runner: child.pid, ram: formatBytes(msg.info.ramBytes), contextSize: msg.info.contextSize, sequences: msg.info.sequences, gpu: msg.info.gpu, threads: msg.info.threads, binary: msg.info.binary, threadpool: msg.info.threadpool }, "model loaded");
         resolve(msg.info);
       } else if (msg.type === "load-failed") {
         options.log.error({ model: options.name, kind: msg.kind, detail: msg.message }, "model failed to load");

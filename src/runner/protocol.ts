@@ -206,6 +206,8 @@ export interface RunnerInfo {
   threads: number;
   /** Which llama.cpp binary node-llama-cpp loaded: its prebuilt one, or one built here from source. */
   binary: "prebuilt" | "localBuild";
+  /** "persistent": the threadpool library is loaded (each context reuses its threads); "per-decode": node-llama-cpp alone. */
+  threadpool: "persistent" | "per-decode";
   hasChatTemplate: boolean;
   embeddingLength: number;
   /** The chat template has a thought segment (`think` is supported). */

@@ -225,7 +225,8 @@ journal_has() {
 }
 
 check_journal() {
-	journal_has '{"msg":"lmd listening","level":30}' && journal_has '{"msg":"empty model store: wrote the demo model"}'
+	journal_has '{"msg":"lmd listening","level":30}' && journal_has '{"msg":"empty model store: wrote the demo model"}' &&
+		journal_has '{"msg":"model loaded","threadpool":"persistent"}' # the runner has the packaged threadpool library
 }
 
 check_stop() {
@@ -311,7 +312,7 @@ scenario_deb() {
 	step "lmd.service is enabled and active; the API answers" wait_api
 	step "GET /api/version reports $version" check_version "$version"
 	step "POST /api/generate with the demo model" check_generate
-	step "journalctl -u lmd shows the daemon's JSON log lines" check_journal
+	step "journalctl -u lmd shows the daemon's JSON log lines, the runner with its threadpool library" check_journal
 	step "systemctl stop: SIGTERM to the main PID, models unloaded, Result=success" check_stop
 	step "a rotating log file under /var/log/lmd" check_logfile
 	newversion="$version+it1"
@@ -348,7 +349,7 @@ check_rpm_list() {
 	local list p
 	list=$(rpm -qpl "$1") || return 1
 	for p in /usr/bin/lmd /usr/lib/lmd/bin/node /usr/lib/lmd/dist/src/main.js /usr/lib/lmd/package.json \
-		/usr/lib/lmd/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/llama-addon.node \
+		/usr/lib/lmd/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/llama-addon.node /usr/lib/lmd/dist/native/lmd-threadpool.so \
 		/usr/lib/systemd/system/lmd.service /usr/lib/sysusers.d/lmd.conf /usr/lib/tmpfiles.d/lmd.conf \
 		/etc/lmd/lmd.env /usr/share/doc/lmd/copyright /usr/share/man/man1/lmd.1.gz; do
 		grep -qx -- "$p" <<<"$list" || fail "missing $p" || return 1

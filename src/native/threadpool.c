@@ -1,0 +1,152 @@
+/*
+ * lmd-threadpool.so: one persistent ggml threadpool per llama.cpp context, for lmd's runner processes.
+ *
+ * node-llama-cpp 3.22.1's addon never attaches a threadpool to the contexts it makes, so with its
+ * prebuilt binaries (built without OpenMP) every llama_decode creates and joins fresh worker threads
+ * (ggml_graph_compute's "disposable threadpool"). On a small VM the kernel often starts such a thread
+ * on the vCPU the decoding thread runs on; ggml's spinning barriers then share one vCPU and a token
+ * takes several times as long (docs/benchmarks.md, "A persistent threadpool"). llama.cpp has the
+ * API for the fix (llama_attach_threadpool); the addon does not call it. Until it does, the daemon
+ * preloads this library into each runner it forks (LD_PRELOAD, src/runner/client.ts), and it
+ * interposes two functions the addon imports from libllama:
+ *
+ * - llama_synchronize(ctx), which the addon calls after every llama_decode: the first time for a
+ *   context, a ggml threadpool of max(n_threads, n_threads_batch) threads (ggml's default
+ *   parameters) is made and attached to it, so its later decodes reuse the same threads.
+ * - llama_free(ctx): frees the context, then its threadpool.
+ *
+ * Both call libllama's own function; nothing else changes. Only pointers and ints cross this
+ * boundary, so no llama.cpp header (no struct layout) is needed: ggml's parameters are filled in by
+ * ggml_threadpool_params_init into a buffer larger than the struct. Whatever cannot be found leaves
+ * the context as it was (a threadpool per decode). A context of 1 thread needs no pool.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct llama_context;
+struct ggml_threadpool;
+
+/* struct ggml_threadpool_params is 528 bytes in this llama.cpp (512 CPU mask flags and 4 fields). */
+#define PARAMS_BUFFER 4096
+#define MAX_CONTEXTS 64
+
+void llama_synchronize(struct llama_context *ctx);
+void llama_free(struct llama_context *ctx);
+
+#define MAX_OBJECTS 512
+
+struct objects {
+	const char *names[MAX_OBJECTS];
+	int count;
+};
+
+static int list_object(struct dl_phdr_info *info, size_t size, void *data) {
+	struct objects *list = data;
+	(void)size;
+	if (info->dlpi_name != NULL && info->dlpi_name[0] != '\0' && list->count < MAX_OBJECTS) list->names[list->count++] = info->dlpi_name;
+	return 0;
+}
+
+/* Marks this library: a second copy preloaded beside it (or any build of it) is never taken for the
+ * library whose function it stands in for, which would make the two call each other for ever. */
+__attribute__((visibility("default"))) const int lmd_threadpool_library = 1;
+
+/* libllama's (or ggml's) function of that name. The addon loads libllama in a local scope, where
+ * dlsym(RTLD_NEXT) does not look, so each loaded object is asked in turn, through its own handle
+ * (which searches it and its dependencies only), skipping this library and its copies. The objects
+ * are listed first and opened after: dlopen must not run inside dl_iterate_phdr, which holds the
+ * loader's lock. */
+static void *real(const char *name) {
+	struct objects list = {.count = 0};
+	dl_iterate_phdr(list_object, &list);
+	for (int i = 0; i < list.count; i++) {
+		void *handle = dlopen(list.names[i], RTLD_LAZY | RTLD_NOLOAD);
+		if (handle == NULL) continue;
+		void *f = dlsym(handle, "lmd_threadpool_library") == NULL ? dlsym(handle, name) : NULL;
+		dlclose(handle);
+		if (f != NULL) return f;
+	}
+	return NULL;
+}
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	struct llama_context *ctx;
+	struct ggml_threadpool *pool;
+} contexts[MAX_CONTEXTS];
+
+typedef void *(*reg_by_name_fn)(const char *);
+typedef void *(*proc_address_fn)(void *, const char *);
+typedef void (*params_init_fn)(void *, int);
+typedef struct ggml_threadpool *(*pool_new_fn)(void *);
+typedef void (*pool_free_fn)(struct ggml_threadpool *);
+typedef void (*attach_fn)(struct llama_context *, struct ggml_threadpool *, struct ggml_threadpool *);
+typedef int32_t (*threads_fn)(struct llama_context *);
+
+/* The CPU backend's own functions (it may be a dynamically loaded backend: ask its registry). */
+static void *cpu_backend_function(const char *name) {
+	reg_by_name_fn reg_by_name = (reg_by_name_fn)real("ggml_backend_reg_by_name");
+	proc_address_fn proc_address = (proc_address_fn)real("ggml_backend_reg_get_proc_address");
+	if (reg_by_name == NULL || proc_address == NULL) return NULL;
+	void *reg = reg_by_name("CPU");
+	return reg == NULL ? NULL : proc_address(reg, name);
+}
+
+static struct ggml_threadpool *new_pool(struct llama_context *ctx) {
+	threads_fn n_threads = (threads_fn)real("llama_n_threads");
+	threads_fn n_threads_batch = (threads_fn)real("llama_n_threads_batch");
+	attach_fn attach = (attach_fn)real("llama_attach_threadpool");
+	params_init_fn params_init = (params_init_fn)real("ggml_threadpool_params_init");
+	if (n_threads == NULL || n_threads_batch == NULL || attach == NULL || params_init == NULL) return NULL;
+	int32_t threads = n_threads(ctx) > n_threads_batch(ctx) ? n_threads(ctx) : n_threads_batch(ctx);
+	if (threads <= 1) return NULL;
+	pool_new_fn pool_new = (pool_new_fn)cpu_backend_function("ggml_threadpool_new");
+	if (pool_new == NULL) return NULL;
+	_Alignas(max_align_t) unsigned char params[PARAMS_BUFFER] = {0};
+	params_init(params, threads);
+	struct ggml_threadpool *pool = pool_new(params);
+	if (pool != NULL) attach(ctx, pool, pool);
+	return pool;
+}
+
+void llama_synchronize(struct llama_context *ctx) {
+	static void (*synchronize)(struct llama_context *);
+	if (synchronize == NULL) synchronize = (void (*)(struct llama_context *))real("llama_synchronize");
+	synchronize(ctx);
+	if (ctx == NULL) return;
+	pthread_mutex_lock(&lock);
+	int known = 0, slot = -1;
+	for (int i = 0; i < MAX_CONTEXTS && !known; i++) {
+		if (contexts[i].ctx == ctx) known = 1;
+		else if (contexts[i].ctx == NULL && slot < 0) slot = i;
+	}
+	if (!known && slot >= 0) {
+		contexts[slot].ctx = ctx; /* also when no pool is made: asked once per context */
+		contexts[slot].pool = new_pool(ctx);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+void llama_free(struct llama_context *ctx) {
+	static void (*free_context)(struct llama_context *);
+	if (free_context == NULL) free_context = (void (*)(struct llama_context *))real("llama_free");
+	struct ggml_threadpool *pool = NULL;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_CONTEXTS; i++) {
+		if (contexts[i].ctx == ctx) {
+			pool = contexts[i].pool;
+			contexts[i].ctx = NULL;
+			contexts[i].pool = NULL;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	free_context(ctx);
+	if (pool != NULL) {
+		pool_free_fn pool_free = (pool_free_fn)cpu_backend_function("ggml_threadpool_free");
+		if (pool_free != NULL) pool_free(pool);
+	}
+}
