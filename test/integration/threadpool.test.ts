@@ -56,6 +56,18 @@ t.test("a runner of 2 threads keeps one worker thread across its decodes", async
   t.same([...afterSecond].sort(), [...afterFirst].sort(), "the second generation used the same threads");
 });
 
+t.test("after a generation the pool's worker stops polling soon (lmd's poll level, not ggml's default)", async (t) => {
+  // CPU time, not speed: ggml's default poll level (50) spins a core for ~200 ms after the last
+  // decode on this VM (~0.17 s of CPU measured in the second after a generation), lmd's (5) ~20 ms.
+  const { runner, pid } = await start(t, 2);
+  await runner.generate(greedy("Once upon a time"), () => undefined);
+  const cpu = () => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ").slice(11, 13).reduce((a, b) => a + Number(b), 0);
+  const before = cpu();
+  await new Promise((r) => setTimeout(r, 1000));
+  const ticks = cpu() - before;
+  t.ok(ticks < 10, `CPU time in the second after the generation: ${ticks} ticks (< 10, i.e. 0.1 s)`);
+});
+
 t.test("a runner of 1 thread needs no pool", async (t) => {
   const { runner, pid } = await start(t, 1);
   const before = tasks(pid);
