@@ -1,5 +1,5 @@
 /*
- * lmd-threadpool.so: one persistent ggml threadpool per llama.cpp context, for lmd's runner processes.
+ * lmd-threadpool.so: persistent ggml threadpools for the llama.cpp contexts of lmd's runner processes.
  *
  * node-llama-cpp 3.22.1's addon never attaches a threadpool to the contexts it makes, so with its
  * prebuilt binaries (built without OpenMP) every llama_decode creates and joins fresh worker threads
@@ -12,9 +12,9 @@
  *
  * - llama_synchronize(ctx), which the addon calls after every llama_decode: the first time for a
  *   context, a ggml threadpool of max(n_threads, n_threads_batch) threads (ggml's default
- *   parameters but a shorter poll, POLL below) is made and attached to it, so its later decodes
- *   reuse the same threads.
- * - llama_free(ctx): frees the context, then its threadpool.
+ *   parameters but a shorter poll, POLL below) is attached to it, so its later decodes reuse the
+ *   same threads. A runner's contexts share one pool (one_decoding_thread below).
+ * - llama_free(ctx): frees the context, then its pool once no context uses it.
  *
  * Both call libllama's own function; nothing else changes. Only pointers and ints cross this
  * boundary, so no llama.cpp header (no struct layout) is needed: ggml's parameters are filled in by
@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct llama_context;
@@ -87,6 +88,11 @@ static struct {
 	struct llama_context *ctx;
 	struct ggml_threadpool *pool;
 } contexts[MAX_CONTEXTS];
+static struct {
+	struct ggml_threadpool *pool;
+	int32_t threads;
+	int users;
+} pools[MAX_CONTEXTS];
 
 typedef void *(*reg_by_name_fn)(const char *);
 typedef void *(*proc_address_fn)(void *, const char *);
@@ -126,22 +132,57 @@ static void set_poll(unsigned char *params, int32_t threads) {
 	}
 }
 
-static struct ggml_threadpool *new_pool(struct llama_context *ctx) {
+/* The threads a context decodes with; a pool is made with this many. */
+static int32_t context_threads(struct llama_context *ctx) {
 	threads_fn n_threads = (threads_fn)real("llama_n_threads");
 	threads_fn n_threads_batch = (threads_fn)real("llama_n_threads_batch");
-	attach_fn attach = (attach_fn)real("llama_attach_threadpool");
+	if (n_threads == NULL || n_threads_batch == NULL) return 0;
+	return n_threads(ctx) > n_threads_batch(ctx) ? n_threads(ctx) : n_threads_batch(ctx);
+}
+
+static struct ggml_threadpool *new_pool(int32_t threads) {
 	params_init_fn params_init = (params_init_fn)real("ggml_threadpool_params_init");
-	if (n_threads == NULL || n_threads_batch == NULL || attach == NULL || params_init == NULL) return NULL;
-	int32_t threads = n_threads(ctx) > n_threads_batch(ctx) ? n_threads(ctx) : n_threads_batch(ctx);
-	if (threads <= 1) return NULL;
 	pool_new_fn pool_new = (pool_new_fn)cpu_backend_function("ggml_threadpool_new");
-	if (pool_new == NULL) return NULL;
+	if (params_init == NULL || pool_new == NULL) return NULL;
 	_Alignas(max_align_t) unsigned char params[PARAMS_BUFFER] = {0};
 	params_init(params, threads);
 	set_poll(params, threads);
-	struct ggml_threadpool *pool = pool_new(params);
-	if (pool != NULL) attach(ctx, pool, pool);
-	return pool;
+	return pool_new(params);
+}
+
+/*
+ * A runner decodes on one libuv thread (UV_THREADPOOL_SIZE=1): its contexts (a model's, its
+ * draft's, an embedding one) never compute at the same time, so they share one pool. One pool per
+ * context would leave the draft's worker polling through the target's decode, on the same cores.
+ * With more libuv threads each context gets a pool of its own.
+ */
+static int one_decoding_thread(void) {
+	const char *size = getenv("UV_THREADPOOL_SIZE");
+	return size != NULL && strcmp(size, "1") == 0;
+}
+
+/* The pool for a context seen for the first time (NULL: none), its users counted. Under the lock. */
+static struct ggml_threadpool *pool_for(struct llama_context *ctx) {
+	int32_t threads = context_threads(ctx);
+	attach_fn attach = (attach_fn)real("llama_attach_threadpool");
+	if (threads <= 1 || attach == NULL) return NULL;
+	int slot = -1;
+	for (int i = 0; i < MAX_CONTEXTS; i++) {
+		if (pools[i].pool != NULL && pools[i].threads >= threads && one_decoding_thread()) {
+			slot = i;
+			break;
+		}
+		if (pools[i].pool == NULL && slot < 0) slot = i;
+	}
+	if (slot < 0) return NULL;
+	if (pools[slot].pool == NULL) {
+		pools[slot].pool = new_pool(threads);
+		pools[slot].threads = threads;
+		if (pools[slot].pool == NULL) return NULL;
+	}
+	pools[slot].users++;
+	attach(ctx, pools[slot].pool, pools[slot].pool);
+	return pools[slot].pool;
 }
 
 void llama_synchronize(struct llama_context *ctx) {
@@ -156,8 +197,8 @@ void llama_synchronize(struct llama_context *ctx) {
 		else if (contexts[i].ctx == NULL && slot < 0) slot = i;
 	}
 	if (!known && slot >= 0) {
-		contexts[slot].ctx = ctx; /* also when no pool is made: asked once per context */
-		contexts[slot].pool = new_pool(ctx);
+		contexts[slot].ctx = ctx; /* also when it gets no pool: asked once per context */
+		contexts[slot].pool = pool_for(ctx);
 	}
 	pthread_mutex_unlock(&lock);
 }
@@ -165,19 +206,24 @@ void llama_synchronize(struct llama_context *ctx) {
 void llama_free(struct llama_context *ctx) {
 	static void (*free_context)(struct llama_context *);
 	if (free_context == NULL) free_context = (void (*)(struct llama_context *))real("llama_free");
-	struct ggml_threadpool *pool = NULL;
+	struct ggml_threadpool *unused = NULL;
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < MAX_CONTEXTS; i++) {
-		if (contexts[i].ctx == ctx) {
-			pool = contexts[i].pool;
-			contexts[i].ctx = NULL;
-			contexts[i].pool = NULL;
+		if (contexts[i].ctx != ctx) continue;
+		for (int j = 0; j < MAX_CONTEXTS; j++) {
+			if (contexts[i].pool == NULL || pools[j].pool != contexts[i].pool) continue;
+			if (--pools[j].users == 0) {
+				unused = pools[j].pool;
+				pools[j].pool = NULL;
+			}
 		}
+		contexts[i].ctx = NULL;
+		contexts[i].pool = NULL;
 	}
 	pthread_mutex_unlock(&lock);
-	free_context(ctx);
-	if (pool != NULL) {
+	free_context(ctx); /* the context lets go of its pool first */
+	if (unused != NULL) {
 		pool_free_fn pool_free = (pool_free_fn)cpu_backend_function("ggml_threadpool_free");
-		if (pool_free != NULL) pool_free(pool);
+		if (pool_free != NULL) pool_free(unused);
 	}
 }

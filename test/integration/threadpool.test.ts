@@ -24,10 +24,10 @@ const greedy = (text: string): GenerateJob => ({
 });
 
 /** A runner as the daemon starts one, and its "model loaded" log line; `preload`: the daemon's own LD_PRELOAD. */
-async function start(t: Test, threads: number, preload?: string) {
+async function start(t: Test, threads: number, preload?: string, speculation?: LoadSpec["speculation"]) {
   const lines: { msg: string; threadpool?: string }[] = [];
   const log = pino({ level: "info" }, { write: (line: string) => void lines.push(JSON.parse(line)) });
-  const spec: LoadSpec = { path: await testGguf({ preset: "small" }), contextSize: 1024, sequences: 1, threads, gpu: false };
+  const spec: LoadSpec = { path: await testGguf({ preset: "small" }), contextSize: 1024, sequences: 1, threads, gpu: false, speculation };
   const saved = process.env.LD_PRELOAD;
   if (preload) process.env.LD_PRELOAD = preload;
   const runner = await Runner.start(spec, { name: "small", log, loadTimeoutMs: 60_000 }).finally(() => {
@@ -66,6 +66,15 @@ t.test("after a generation the pool's worker stops polling soon (lmd's poll leve
   await new Promise((r) => setTimeout(r, 1000));
   const ticks = cpu() - before;
   t.ok(ticks < 10, `CPU time in the second after the generation: ${ticks} ticks (< 10, i.e. 0.1 s)`);
+});
+
+t.test("a runner's model and draft contexts share one pool", async (t) => {
+  const draftPath = await testGguf({ preset: "small", seed: 2 });
+  const { runner, pid } = await start(t, 2, undefined, { draftPath, lookup: false, minConfidence: 0 });
+  const before = tasks(pid);
+  const stats = await runner.generate(greedy("Once upon a time"), () => undefined);
+  t.ok((stats.draft?.proposed ?? 0) > 0, `the draft proposed tokens (${stats.draft?.proposed})`);
+  t.equal([...tasks(pid)].filter((id) => !before.has(id)).length, 1, "one worker thread for both contexts");
 });
 
 t.test("a runner of 1 thread needs no pool", async (t) => {
