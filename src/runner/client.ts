@@ -27,9 +27,9 @@ export function childEntry(): string {
 }
 
 /**
- * The library that gives each of a runner's contexts one persistent ggml threadpool
- * (src/native/threadpool.c, built by scripts/build-native next to dist/src), or undefined when no
- * C compiler built it.
+ * The library that gives a runner's contexts one persistent ggml threadpool instead of a thread
+ * per decode (src/native/threadpool.c, built by scripts/build-native next to dist/src), or
+ * undefined when no C compiler built it.
  */
 export function threadpoolLibrary(): string | undefined {
   const file = path.join(path.dirname(childEntry()), "../../native/lmd-threadpool.so");

@@ -206,7 +206,7 @@ export interface RunnerInfo {
   threads: number;
   /** Which llama.cpp binary node-llama-cpp loaded: its prebuilt one, or one built here from source. */
   binary: "prebuilt" | "localBuild";
-  /** "persistent": the threadpool library is loaded (each context reuses its threads); "per-decode": node-llama-cpp alone. */
+  /** "persistent": the threadpool library is loaded (contexts of 2+ threads reuse one pool's threads); "per-decode": node-llama-cpp alone. */
   threadpool: "persistent" | "per-decode";
   hasChatTemplate: boolean;
   embeddingLength: number;
