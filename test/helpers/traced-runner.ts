@@ -13,11 +13,13 @@ import { testGguf } from "./models.js";
 /** A message as the trace marks it: output with `decoding`, `done` with `sampled`. */
 export type Traced = FromRunner & { decoding?: boolean; sampled?: { total: number; duringDecode: number } };
 
+/** A job's last message. */
+export type Ended = Extract<Traced, { type: "done" } | { type: "failed" }>;
+
 export interface TracedRunner {
   received: Traced[];
-  send(msg: unknown): void;
-  /** Resolves once `done` holds for the messages received. */
-  until(done: () => boolean): Promise<void>;
+  /** Sends a generate job and resolves with its `done` or `failed` message. */
+  generate(id: number, job: GenerateJob): Promise<Ended>;
 }
 
 /** Forks and loads; `uvThreads` is the child's UV_THREADPOOL_SIZE (a runner always has "1"). */
@@ -38,7 +40,15 @@ export async function tracedRunner(t: Test, { sequences, threads = 1, uvThreads 
   child.send({ type: "load", spec: { path: file, contextSize: 1024, sequences, threads, gpu: false } });
   await until(() => received.some((m) => m.type === "loaded" || m.type === "load-failed"));
   t.ok(received.some((m) => m.type === "loaded"), "the model loads", { received });
-  return { received, send: (msg) => child.send(msg as never), until };
+  const ended = (id: number) => received.find((m): m is Ended => (m.type === "done" || m.type === "failed") && m.id === id);
+  return {
+    received,
+    generate: async (id, job) => {
+      child.send({ type: "generate", id, job });
+      await until(() => ended(id) !== undefined);
+      return ended(id)!;
+    },
+  };
 }
 
 /** A story of `maxTokens` tokens, sampled with a seed. */
