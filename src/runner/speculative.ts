@@ -23,10 +23,17 @@
  *   draft accepted whole (up to `draft_max`, DRAFT_MAX_TOKENS), cut to one more than was accepted
  *   after one accepted in part, and 1 after a refusal.
  *
- * With an unrelated draft that is 6 consultations in a 64-token generation (steps 0, 2, 5, 10,
- * 19, 36), each of 1 draft token after the first, instead of one per token; with a pair that
- * agrees, drafts grow 4 → 8 → 12 and stay there. An empty prompt-lookup result costs nothing (no
- * model ran), so it does not back off; a refused lookup does.
+ * - A draft model's refusal streak carries over to the slot's next generation: it starts with
+ *   one-token drafts and the back-off where the last one left it (the first step is still
+ *   consulted). A draft that the workload keeps refusing then costs 2 consultations per 64 tokens
+ *   from the second request on; one accepted token starts the schedule afresh.
+ *
+ * With an unrelated draft that is 6 consultations in a slot's first 64-token generation (steps
+ * 0, 2, 5, 10, 19, 36), each of 1 draft token after the first, instead of one per token, and 2
+ * in each later one (steps 0 and 33); with a pair that agrees, drafts grow 4 → 8 → 12 and stay
+ * there. An empty prompt-lookup result costs nothing (no model ran), so it does not back off; a
+ * refused lookup does, within its generation only (whether a prompt repeats itself is a property
+ * of that prompt).
  */
 import type { SpeculationLoad } from "./protocol.js";
 import {
@@ -86,6 +93,16 @@ export class DraftSchedule {
     this.backoff = 0;
     this.limit = Math.min(this.max, accepted === proposed ? this.limit * 2 : accepted + 1);
   }
+
+  /** The schedule of the next generation with the same draft model: a refusal streak carries over (one-token drafts, the back-off where it was). */
+  next(): DraftSchedule {
+    const s = new DraftSchedule(this.max);
+    if (this.backoff > 0) {
+      s.backoff = this.backoff;
+      s.limit = 1;
+    }
+    return s;
+  }
 }
 
 /** Delegates to the predictor chosen for the current job, on a DraftSchedule; proposes nothing when off. */
@@ -96,6 +113,8 @@ export class SwitchablePredictor extends TokenPredictor {
   consulted = 0;
   private active: TokenPredictor | undefined;
   private schedule = new DraftSchedule(DRAFT_MAX_TOKENS);
+  /** The schedule of the slot's last generation with the draft model, carried into its next. */
+  private lastDraft: DraftSchedule | undefined;
   /** The last proposal, until the next consultation settles what the target did with it. */
   private proposal: Token[] | undefined;
   /** Tokens the target produced since that proposal. */
@@ -115,7 +134,8 @@ export class SwitchablePredictor extends TokenPredictor {
 
   reset(params: ResetParams): Promise<void> | void {
     this.active = this.mode === "draft" ? this.draft : this.mode === "lookup" ? this.lookup : undefined;
-    this.schedule = new DraftSchedule(this.draft?.maxTokens ?? DRAFT_MAX_TOKENS);
+    this.schedule = this.mode === "draft" && this.lastDraft ? this.lastDraft.next() : new DraftSchedule(this.draft?.maxTokens ?? DRAFT_MAX_TOKENS);
+    if (this.mode === "draft") this.lastDraft = this.schedule;
     this.proposal = undefined;
     this.since = [];
     this.consulted = 0;

@@ -30,8 +30,8 @@ function fakeDraft(propose: (state: Token[]) => Token[]) {
 }
 
 /** Generates `n` tokens of `truth` (token i of the output is truth(i)) as node-llama-cpp's speculative loop would. */
-async function generate(p: SwitchablePredictor, n: number, truth: (i: number) => Token): Promise<void> {
-  p.mode = "draft";
+async function generate(p: SwitchablePredictor, n: number, truth: (i: number) => Token, mode: "draft" | "off" = "draft"): Promise<void> {
+  p.mode = mode;
   await p.reset({ stateTokens: [], evaluateOptions: {}, targetSequence: undefined as never });
   let produced = 0;
   while (produced < n) {
@@ -53,10 +53,35 @@ t.test("a draft that is always refused backs off: consulted on steps 0, 2, 5, 10
   t.same(calls.map((c) => c.limit), [4, 1, 1, 1, 1, 1]);
   t.equal(p.consulted, 6);
   // Beyond 64 tokens the gap stops growing at 32.
-  calls.length = 0;
-  await generate(p, 200, truth);
-  const at = calls.map((c) => c.at);
+  const fresh = fakeDraft((state) => Array.from({ length: 12 }, (_, i) => (5 + state.length + i) as Token));
+  await generate(new SwitchablePredictor(undefined, fresh.draft), 200, truth);
+  const at = fresh.calls.map((c) => c.at);
   t.same(at.slice(1).map((a, i) => a - at[i]!), [2, 3, 5, 9, 17, 33, 33, 33, 33]);
+});
+
+t.test("a refusal streak carries over to the slot's next generation with the draft; an acceptance starts afresh", async (t) => {
+  let agree = false;
+  const { draft, calls } = fakeDraft((state) => Array.from({ length: 12 }, (_, i) => (agree ? truth(state.length + i) : ((5 + state.length + i) as Token))));
+  const p = new SwitchablePredictor(undefined, draft);
+  await generate(p, 64, truth);
+  t.same(calls.map((c) => c.at), [0, 2, 5, 10, 19, 36], "the slot's first generation");
+  calls.length = 0;
+  await generate(p, 64, truth);
+  t.same(calls.map((c) => c.at), [0, 33], "the next: step 0, then the back-off where it was (32)");
+  t.same(calls.map((c) => c.limit), [1, 1], "one-token drafts");
+  calls.length = 0;
+  await generate(p, 64, truth, "off");
+  t.same(calls, [], "a generation without speculation consults nothing");
+  await generate(p, 64, truth);
+  t.same(calls.map((c) => c.at), [0, 33], "and leaves the streak as it was");
+  calls.length = 0;
+  agree = true;
+  await generate(p, 64, truth);
+  t.same(calls.map((c) => c.limit).slice(0, 3), [1, 2, 4], "a draft that starts agreeing: drafts double from one token");
+  t.equal(calls[1]?.at, 2, "consulted again at once after the acceptance");
+  calls.length = 0;
+  await generate(p, 64, truth);
+  t.same(calls.map((c) => c.limit).slice(0, 3), [4, 8, 12], "after an accepted generation the next starts afresh");
 });
 
 t.test("a draft that proposes nothing (nothing reached draft_p_min) backs off the same way", async (t) => {
@@ -123,4 +148,12 @@ t.test("prompt lookup: an empty lookup does not back off, a refused one does", a
     p.pushTokens([truth(i)]);
   }
   t.equal(asked, 3, "asked at steps 0, 2 and 5 of the next 10 while it is refused");
+  // A refused lookup backs off within its generation only: the next prompt starts afresh.
+  await p.reset({ stateTokens: [], evaluateOptions: {}, targetSequence: undefined as never });
+  asked = 0;
+  for (let i = 0; i < 10; i++) {
+    await p.predictTokens();
+    p.pushTokens([truth(i)]);
+  }
+  t.equal(asked, 3, "the next generation: asked at steps 0, 2 and 5 again");
 });
