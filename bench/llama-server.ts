@@ -67,12 +67,15 @@ export async function llamaServerComplete(url: string, body: Record<string, unkn
   const sent = performance.now();
   const send = () => fetch(`${url}/completion`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal });
   // A pooled keep-alive socket that llama-server closed as the request went out fails before any
-  // answer (undici retries only idempotent requests): send once more, on a new connection.
-  const res = await send().catch((err: unknown) => {
-    if (signal?.aborted) throw err;
-    console.error(`llama-server request failed before an answer (${String((err as { cause?: unknown }).cause ?? err)}); sending again`);
-    return send();
-  });
+  // answer (undici retries only idempotent requests): send again. Several pooled sockets can be in
+  // that state at once (streams sent together, idle as long), so up to 3 attempts.
+  const attempt = (left: number): Promise<Response> =>
+    send().catch((err: unknown) => {
+      if (signal?.aborted || left === 0) throw err;
+      console.error(`llama-server request failed before an answer (${String((err as { cause?: unknown }).cause ?? err)}); sending again`);
+      return attempt(left - 1);
+    });
+  const res = await attempt(2);
   if (!res.ok || !res.body) throw new Error(`llama-server answered ${res.status}`);
   const decoder = new TextDecoder();
   let buf = "";
