@@ -51,7 +51,10 @@ async function aggregate(ctx: ServingContext, n: number, add: (k: string, v: num
   const targets: [ServerKind, string][] = [["lmd", lmd.url], ...(server ? [["llama-server", server.url] as [ServerKind, string]] : [])];
   const decode = (kind: ServerKind, url: string, round: number) =>
     kind === "lmd" ? lmdDecode(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling).then((r) => r.streams) : llamaServerStreams(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling);
-  for (const [kind, url] of targets) await decode(kind, url, -1).then(() => undefined); // load and warm up
+  // Load, then warm up with 2 rounds each: a fresh lmd's first rounds of n streams run ~5 % slower
+  // than its later ones (per round against llama-server, 10 rounds from a fresh start: 0.89, 0.91,
+  // then 0.93–1.01), and one round of warm-up left its first measured round in that ramp.
+  for (const warmup of [-2, -1]) for (const [kind, url] of targets) await decode(kind, url, warmup).then(() => undefined);
   for (let round = 0; round < ctx.rounds; round++) {
     // Alternate which server goes first, so a drift in the machine's speed falls on both.
     for (const [kind, url] of round % 2 ? [...targets].reverse() : targets) {
