@@ -4,6 +4,7 @@
  * Every figure is timed by the client, as lmd's are (bench/http.ts): same clock, same HTTP.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import type { Sampling } from "./http.js";
@@ -19,31 +20,94 @@ export function freePort(): Promise<number> {
   });
 }
 
-let binary: string | undefined;
+/**
+ * Which llama.cpp libraries llama-server runs on. `native`: its own build (bench/build-llama-server.sh:
+ * GGML_NATIVE, OpenMP, llama.cpp's defaults for a local build). `prebuilt`: the same llama-server on
+ * node-llama-cpp's prebuilt llama.cpp libraries, the ones lmd's runners load (a CPU backend per
+ * instruction-set level chosen at run time, as llama.cpp's own release binaries are built): the same
+ * engine binary on both sides, so the ratio is the serving layers'. `auto`: native, unless it does not
+ * start on this host (a native build's AMX kernels crash on some virtualized Xeons: llama.cpp PR
+ * #26954), then prebuilt, said on stderr and in the table's last line.
+ */
+export type LlamaServerEngine = "native" | "prebuilt" | "auto";
+
+interface Launch {
+  bin: string;
+  env: NodeJS.ProcessEnv;
+  engine: "native" | "prebuilt";
+}
+
+let native: string | undefined;
+let chosen: Launch | undefined;
 
 /** Builds llama-server once per run (the script returns at once when the cache holds this version). */
 export function llamaServerBinary(root: string, cache: string): string {
-  if (!binary) {
+  if (!native) {
     process.stderr.write("llama-server: building once if the cache lacks it (minutes)…\n");
-    binary = execFileSync(path.join(root, "bench/build-llama-server.sh"), [cache], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim().split("\n").pop()!;
+    native = execFileSync(path.join(root, "bench/build-llama-server.sh"), [cache], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim().split("\n").pop()!;
   }
-  return binary;
+  return native;
 }
 
-/** llama-server with `-np parallel` slots of 4096 tokens each (lmd's SERVICE_CONTEXT_LENGTH per sequence). */
-export async function startLlamaServer(root: string, cache: string, model: string, threads: number, parallel = 1): Promise<{ url: string; child: ChildProcess }> {
-  const bin = llamaServerBinary(root, cache);
+/**
+ * llama-server with node-llama-cpp's prebuilt libraries: a directory holding the llama-server built
+ * from source with its own server and common libraries, and links to the prebuilt libllama, libggml
+ * and CPU backends under the names llama-server was linked against (the same llama.cpp commit: only
+ * llama.h's and ggml.h's C interfaces cross between the two builds).
+ */
+function prebuiltEngine(root: string, cache: string): Launch {
+  const built = path.dirname(llamaServerBinary(root, cache));
+  const prebuilt = path.join(root, "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64");
+  if (!existsSync(prebuilt)) throw new Error(`node-llama-cpp's prebuilt libraries are not at ${prebuilt}`);
+  const dir = path.join(cache, "llama-server-prebuilt-engine");
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  for (const f of readdirSync(built)) {
+    if (f === "llama-server" || /^lib(llama-server-impl|mtmd|llama-common)\.so/.test(f)) copyFileSync(path.join(built, f), path.join(dir, f));
+  }
+  for (const f of readdirSync(prebuilt)) if (f.endsWith(".so") && !f.startsWith("libllama-common")) symlinkSync(path.join(prebuilt, f), path.join(dir, f));
+  const alias: Record<string, string> = { "libllama.so.0": "libllama.v0.5.0.so", "libggml.so.0": "libggml.v0.5.0.so", "libggml-base.so.0": "libggml-base.so" };
+  for (const [name, target] of Object.entries(alias)) {
+    if (!existsSync(path.join(prebuilt, target))) throw new Error(`node-llama-cpp's prebuilt ${target} is missing (another llama.cpp release?)`);
+    if (!existsSync(path.join(dir, name))) symlinkSync(path.join(prebuilt, target), path.join(dir, name));
+  }
+  return { bin: path.join(dir, "llama-server"), env: { ...process.env, LD_LIBRARY_PATH: dir }, engine: "prebuilt" };
+}
+
+async function launch(l: Launch, model: string, threads: number, parallel: number): Promise<{ url: string; child: ChildProcess } | { exit: string }> {
   const port = await freePort();
   const args = ["-m", model, "-t", String(threads), "-tb", String(threads), "-c", String(4096 * parallel), "-np", String(parallel), "--host", "127.0.0.1", "--port", String(port)];
-  const child = track(spawn(bin, args, { stdio: "ignore" }));
+  const child = track(spawn(l.bin, args, { stdio: "ignore", env: l.env }));
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 600 && child.exitCode === null; i++) {
+  for (let i = 0; i < 600; i++) {
+    if (child.exitCode !== null || child.signalCode !== null) return { exit: child.signalCode ?? `exit code ${child.exitCode}` };
     const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
     if (ok) return { url, child };
     await new Promise((r) => setTimeout(r, 100));
   }
   child.kill("SIGKILL");
   throw new Error("llama-server did not become healthy within 60 s");
+}
+
+/** What the run's llama-server figures were measured on, for the table (undefined before the first start). */
+export function llamaServerEngine(): string | undefined {
+  if (!chosen) return undefined;
+  return chosen.engine === "native" ? "llama-server: native build" : "llama-server: node-llama-cpp's prebuilt llama.cpp libraries";
+}
+
+/** llama-server with `-np parallel` slots of 4096 tokens each (lmd's SERVICE_CONTEXT_LENGTH per sequence). */
+export async function startLlamaServer(root: string, cache: string, model: string, threads: number, parallel = 1, engine: LlamaServerEngine = "auto"): Promise<{ url: string; child: ChildProcess }> {
+  if (!chosen) {
+    chosen = engine === "prebuilt" ? prebuiltEngine(root, cache) : { bin: llamaServerBinary(root, cache), env: process.env, engine: "native" };
+    const first = await launch(chosen, model, threads, parallel);
+    if ("url" in first) return first;
+    if (engine !== "auto" || chosen.engine !== "native") throw new Error(`llama-server (${chosen.engine}) ended at startup (${first.exit})`);
+    process.stderr.write(`llama-server (native build) ended at startup on this host (${first.exit}); using it on node-llama-cpp's prebuilt llama.cpp libraries instead\n`);
+    chosen = prebuiltEngine(root, cache);
+  }
+  const started = await launch(chosen, model, threads, parallel);
+  if ("exit" in started) throw new Error(`llama-server (${chosen.engine}) ended at startup (${started.exit})`);
+  return started;
 }
 
 export interface Completion {

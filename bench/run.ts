@@ -5,7 +5,7 @@
  *
  *   npm run bench -- [--model bench-100m|bench-1b|PATH] [--threads N] [--rounds N] [--tokens N]
  *                    [--serving-rounds N] [--llama-server] [--quick] [--cache DIR] [--json FILE]
- *                    [--only aggregate|speculative]
+ *                    [--only aggregate|speculative] [--llama-server-engine auto|native|prebuilt]
  *
  * `--quick` (2 rounds, serving figures 1 round, 32 tokens) runs every section fast: it checks that
  * the command works, its figures mean nothing.
@@ -13,6 +13,10 @@
  * `--only <section>` runs one section (`--serving-rounds` rounds) and prints its rows: `aggregate`
  * (4 and 8 streams, against llama-server with `--llama-server`; no TTFT-under-load probes) or
  * `speculative` (the speculative-decoding rows).
+ *
+ * `--llama-server-engine` picks the llama.cpp libraries llama-server runs on (bench/llama-server.ts):
+ * its own native build, or node-llama-cpp's prebuilt ones (lmd's); `auto` (the default) is native
+ * unless that does not start on this host.
  *
  * Everything runs on loopback. Both lmd's runner and the direct process run with UV_THREADPOOL_SIZE=1.
  */
@@ -28,7 +32,7 @@ import { installGguf } from "../src/store/install.js";
 import { ModelStore } from "../src/store/store.js";
 import type { DecodeResult, DirectRequest } from "./direct.js";
 import { httpRps, lmdDecode, lmdGenerate, type Sampling } from "./http.js";
-import { freePort, startLlamaServer, llamaServerDecode, llamaServerPrefill } from "./llama-server.js";
+import { freePort, startLlamaServer, llamaServerDecode, llamaServerEngine, llamaServerPrefill, type LlamaServerEngine } from "./llama-server.js";
 import { stopProcess, track } from "./procs.js";
 import { prose } from "./serving.js";
 import { median, servingFigures, type Row } from "./serving-run.js";
@@ -44,6 +48,7 @@ const { values: args } = parseArgs({
     tokens: { type: "string", default: "128" },
     cache: { type: "string", default: path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache"), "lmd-bench") },
     "llama-server": { type: "boolean", default: false },
+    "llama-server-engine": { type: "string", default: "auto" },
     "serving-rounds": { type: "string", default: "3" },
     quick: { type: "boolean", default: false },
     json: { type: "string" },
@@ -52,6 +57,11 @@ const { values: args } = parseArgs({
 });
 if (args.only !== undefined && args.only !== "aggregate" && args.only !== "speculative") {
   process.stderr.write(`--only takes one section: aggregate or speculative (got '${args.only}')\n`);
+  process.exit(2);
+}
+const engine = args["llama-server-engine"] as LlamaServerEngine;
+if (!["auto", "native", "prebuilt"].includes(engine)) {
+  process.stderr.write(`--llama-server-engine takes auto, native or prebuilt (got '${engine}')\n`);
   process.exit(2);
 }
 const threads = Number(args.threads);
@@ -151,7 +161,7 @@ async function main(): Promise<void> {
   await lmdGenerate(lmd.url, { model: "bench", prompt: "", stream: false });
   const rssLoaded = rssMb(lmd.child.pid);
   const rssRunner = runnerPids(lmd.child.pid).map(rssMb).reduce((a, b) => a + b, 0);
-  const server = args["llama-server"] ? await startLlamaServer(root, cache, modelFile, threads) : undefined;
+  const server = args["llama-server"] ? await startLlamaServer(root, cache, modelFile, threads, 1, engine) : undefined;
   if (server) await llamaServerDecode(server.url, "warm up", 4, sampling);
 
   const r: Record<string, number[]> = {};
@@ -199,7 +209,7 @@ async function main(): Promise<void> {
   await stopProcess(lmd.child);
   const serving = await servingFigures({
     startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
-    startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel) : undefined,
+    startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel, engine) : undefined,
     rounds: servingRounds,
     tokens,
     probes: args.quick ? 2 : 5,
@@ -230,9 +240,10 @@ async function main(): Promise<void> {
   process.stdout.write(
     `${table(issue)}\n\n${table(other)}\n\n` +
       `${path.basename(modelFile)}, ${threads} threads, ${rounds} rounds (serving figures: ${servingRounds}), ${tokens} tokens per stream; ` +
-      `${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}\n`,
+      `${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
+      `${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}\n`,
   );
-  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, rounds, servingRounds, tokens, samples: r, serving: serving.samples, threadsChosen: serving.chosen, rps, rssIdle, rssLoaded, rssRunner }, null, 2));
+  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, rounds, servingRounds, tokens, samples: r, serving: serving.samples, threadsChosen: serving.chosen, rps, rssIdle, rssLoaded, rssRunner, llamaServer: llamaServerEngine() }, null, 2));
 
   // Keep-alive sockets and the daemon's shutdown would otherwise hold the process open.
   process.exit(0);
@@ -242,7 +253,7 @@ async function main(): Promise<void> {
 async function only(modelFile: string, section: "aggregate" | "speculative"): Promise<void> {
   const serving = await servingFigures({
     startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
-    startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel) : undefined,
+    startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel, engine) : undefined,
     rounds: servingRounds,
     tokens,
     probes: 0,
@@ -255,9 +266,10 @@ async function only(modelFile: string, section: "aggregate" | "speculative"): Pr
   process.stdout.write(
     ["| figure | measured | ratio | target |", "|---|---|---|---|", ...serving.rows.map((row) => `| ${row.join(" | ")} |`)].join("\n") +
       `\n\n${path.basename(modelFile)}, ${threads} threads, ${servingRounds} rounds, ${tokens} tokens per stream; ${minutes} min; ` +
-      `load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}\n`,
+      `load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
+      `${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}\n`,
   );
-  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, servingRounds, tokens, only: section, serving: serving.samples }, null, 2));
+  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, servingRounds, tokens, only: section, serving: serving.samples, llamaServer: llamaServerEngine() }, null, 2));
   process.exit(0);
 }
 
