@@ -5,7 +5,7 @@
  */
 import { open, rename, rm, type FileHandle } from "node:fs/promises";
 import { basename } from "node:path";
-import { buildSpmVocab, type SpmVocab } from "./vocab-words.js";
+import { buildSpmVocab, TokenType, type SpmVocab } from "./vocab-words.js";
 
 /** Tensor storage types that can be written. */
 export type WeightType = "f32" | "f16" | "q8_0";
@@ -46,6 +46,16 @@ export interface MakeModelOptions extends Partial<ModelSpec> {
   tokenizer?: { kv: [string, MetaValue][]; size: number };
   /** A Jinja chat template (`tokenizer.chat_template`), replacing `chatTemplate` and the tokenizer's own. */
   template?: string;
+  /**
+   * The output matrix's rows of every token that is not text (unknown, control — beginning and end of
+   * sequence, chat markers —, unused) are zero, so their logits are always 0 while the largest of the
+   * others is several standard deviations above: greedy decoding (temperature 0) never ends by itself
+   * and writes only text. For tests that need exactly `num_predict` tokens of text: with random
+   * weights, where a greedy generation meets end-of-sequence depends on the CPU's kernels (AVX2 or
+   * AMX round differently). Sampling at a temperature can still pick those tokens, as rarely as any
+   * one token. Every other value is the same as without it. Not with `tokenizer`.
+   */
+  textOnly?: boolean;
 }
 
 export interface MakeModelResult {
@@ -90,6 +100,8 @@ interface TensorPlan {
   dims: number[];
   type: WeightType;
   fill: "random" | "ones" | "zeros";
+  /** Rows (dims[0] consecutive values each) written as zeros whatever the fill: textOnly. */
+  zeroRows?: number[];
   /** Index for the per-tensor seed (make-model: the position in the model without identity layers; other writers use the position). */
   seedIndex?: number;
 }
@@ -98,7 +110,7 @@ let tmpCounter = 0;
 
 /** Writes a model to `file` (atomically: a temporary file renamed into place). */
 export async function makeModel(file: string, options: MakeModelOptions = {}): Promise<MakeModelResult> {
-  const { preset = "tiny", seed = 1, name, identityLayers = 0, tokenizer, template, ...overrides } = options;
+  const { preset = "tiny", seed = 1, name, identityLayers = 0, tokenizer, template, textOnly = false, ...overrides } = options;
   const base = PRESETS[preset];
   if (!base) throw new RangeError(`unknown preset '${String(preset)}'`);
   const spec: ModelSpec = { ...base, ...definedOnly(overrides), ...(tokenizer ? { vocabSize: tokenizer.size } : {}) };
@@ -106,10 +118,12 @@ export async function makeModel(file: string, options: MakeModelOptions = {}): P
   if (overrides.kvHeads === undefined && spec.heads % spec.kvHeads !== 0) spec.kvHeads = spec.heads;
   validate(spec);
   if (!Number.isInteger(identityLayers) || identityLayers < 0) throw new RangeError("identityLayers must be a non-negative integer");
+  if (textOnly && tokenizer) throw new RangeError("textOnly works with the generated vocabulary, not a family's tokenizer");
   // With a family's tokenizer the generated one is only a placeholder (its keys are all replaced).
   const vocab = buildSpmVocab(tokenizer ? PRESETS.tiny.vocabSize : spec.vocabSize, spec.chatTemplate === "chatml" ? ["<|im_start|>", "<|im_end|>"] : []);
   if (spec.chatTemplate === "chatml") vocab.eosId = vocab.tokens.indexOf("<|im_end|>");
   const tensors = planTensors(spec, identityLayers);
+  if (textOnly) tensors.find((t) => t.name === "output.weight")!.zeroRows = vocab.types.flatMap((type, id) => (type === TokenType.normal || type === TokenType.byte ? [] : [id]));
   let kv = metadata({ ...spec, layers: spec.layers + identityLayers }, vocab, name ?? basename(file).replace(/\.[^.]*$/, ""), seed);
   // A family's tokenizer replaces every generated tokenizer key; a template replaces any chat template.
   if (tokenizer) kv = [...kv.filter(([k]) => !k.startsWith("tokenizer.")), ...tokenizer.kv];
@@ -274,6 +288,10 @@ async function writeTensor(fh: FileHandle, t: TensorPlan, seed: number): Promise
     if (t.fill === "ones") chunk.fill(1);
     else if (t.fill === "zeros") chunk.fill(0);
     else fillUniform(chunk, rng, amp);
+    for (const r of t.zeroRows ?? []) {
+      const row = r * (t.dims[0] as number) - done;
+      chunk.fill(0, Math.max(0, row), Math.max(0, Math.min(n, row + (t.dims[0] as number))));
+    }
     const size = encodeValues(t.type, chunk, out);
     await fh.write(out, 0, size);
   }

@@ -35,7 +35,7 @@ t.test("HTTPS gateway: key and certificate rotation on SIGHUP, client disconnect
   const dir = tempDir(t);
   const { url: daemon, app } = await startDaemon(t, {
     env: { SERVICE_CONTEXT_LENGTH: String(CONTEXT), SERVICE_NUM_PARALLEL: "2", SERVICE_MODELS: path.join(dir, "store") },
-    models: [{ name: "tiny", make: { preset: "tiny", contextLength: CONTEXT } }],
+    models: [{ name: "tiny", make: { preset: "tiny", contextLength: CONTEXT, textOnly: true } }],
   });
   const rate = await tokensPerSecond(daemon);
   t.comment(`tiny model: ${rate.toFixed(0)} tokens/s here`);

@@ -12,7 +12,7 @@ import t from "tap";
 import { postJson, startDaemon } from "../helpers/daemon.js";
 
 t.test("a streaming client that never reads is dropped after SERVICE_WRITE_TIMEOUT and its slot freed", async (t) => {
-  const { url } = await startDaemon(t, { env: { SERVICE_WRITE_TIMEOUT: "1s", SERVICE_NUM_PARALLEL: "1", SERVICE_KEEP_ALIVE: "-1", SERVICE_CONTEXT_LENGTH: "32768" }, models: [{ name: "tiny", make: { preset: "tiny", contextLength: 32768 } }] });
+  const { url } = await startDaemon(t, { env: { SERVICE_WRITE_TIMEOUT: "1s", SERVICE_NUM_PARALLEL: "1", SERVICE_KEEP_ALIVE: "-1", SERVICE_CONTEXT_LENGTH: "32768" }, models: [{ name: "tiny", make: { preset: "tiny", contextLength: 32768, textOnly: true } }] });
   const port = Number(new URL(url).port);
   // Big lines (20 logprobs per token, ~2 KB) fill the kernel's socket buffers (a few MB on
   // loopback) within a few thousand tokens; a 32k context makes the generation outlast them.
@@ -57,7 +57,7 @@ function waitClosed(socket: net.Socket): Promise<boolean> {
 }
 
 t.test("a client that stops reading pauses its generation, and reading again gets the whole stream", async (t) => {
-  const { url, app } = await startDaemon(t, { env: { SERVICE_WRITE_TIMEOUT: "5m", SERVICE_NUM_PARALLEL: "1", SERVICE_KEEP_ALIVE: "-1", SERVICE_CONTEXT_LENGTH: "32768" }, models: [{ name: "tiny", make: { preset: "tiny", contextLength: 32768 } }] });
+  const { url, app } = await startDaemon(t, { env: { SERVICE_WRITE_TIMEOUT: "5m", SERVICE_NUM_PARALLEL: "1", SERVICE_KEEP_ALIVE: "-1", SERVICE_CONTEXT_LENGTH: "32768" }, models: [{ name: "tiny", make: { preset: "tiny", contextLength: 32768, textOnly: true } }] });
   // ~1.6 KB a line (20 logprobs a token): 6,000 tokens are ~10 MB, about twice what the kernel's
   // loopback buffers take (measured: ~4.5 MB), so the generation outlasts them.
   const predict = 6000;

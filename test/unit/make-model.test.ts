@@ -98,6 +98,25 @@ t.test("the seed decides the bytes", async (t) => {
   t.equal(a.length, c.length);
 });
 
+t.test("textOnly zeroes the output rows of the tokens that are not text, and nothing else", async (t) => {
+  const dir = t.testdir();
+  const write = (name: string, textOnly: boolean) => makeModel(join(dir, name), { seed: 3, name: "same", textOnly }).then((r) => r.file);
+  const [plainFile, textFile] = await Promise.all([write("plain.gguf", false), write("text.gguf", true)]);
+  const [plain, text] = await Promise.all([readFile(plainFile), readFile(textFile)]);
+  const info = await readGgufFileInfo(textFile);
+  const output = info.fullTensorInfo!.find((x) => x.name === "output.weight")!;
+  const types = info.metadata.tokenizer!.ggml.token_type as number[];
+  const notText = types.flatMap((type, id) => (type === 1 || type === 6 ? [] : [id])); // normal, byte
+  t.ok(notText.includes(Number(info.metadata.tokenizer!.ggml.eos_token_id)), "end-of-sequence is among them");
+  const rowBytes = (PRESETS.tiny.embeddingLength / 32) * 34; // q8_0: blocks of 32 values in 34 bytes
+  const rows = notText.map((id) => Number(output.fileOffset) + id * rowBytes);
+  t.ok(rows.every((at) => text.subarray(at, at + rowBytes).every((b) => b === 0)), `their ${rows.length} rows read as zeros`);
+  t.ok(rows.every((at) => !plain.subarray(at, at + rowBytes).every((b) => b === 0)), "they do not without the option");
+  const differing = [...plain.keys()].filter((i) => plain[i] !== text[i]);
+  t.ok(plain.length === text.length && differing.length > 0 && differing.every((i) => rows.some((at) => i >= at && i < at + rowBytes)), `only those rows differ (${differing.length} bytes)`);
+  await t.rejects(makeModel(join(dir, "x.gguf"), { textOnly: true, tokenizer: { kv: [], size: 10 } }), /textOnly/);
+});
+
 t.test("f32, f16 and q8_0 models all load and run", async (t) => {
   const dir = t.testdir();
   const sizes: Record<string, number> = {};
