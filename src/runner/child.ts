@@ -59,59 +59,28 @@ function post(msg: FromRunner): void {
  * whole milliseconds of the event loop's clock: 2 is at least 1 ms, at most 2.
  */
 const OUTPUT_DELAY_MS = 2;
-/**
- * About one output message per this many ms: a step shorter than that (one stream of a small model:
- * 2–3 ms) would otherwise cost a message, a wake-up of the daemon and one of the client per token,
- * CPU taken from the decoding threads on a small host (docs/benchmarks.md, "Output pacing"). Output
- * that arrives once the interval has nearly passed goes OUTPUT_DELAY_MS later, into the next step's
- * decode as before; output that arrives sooner waits for later output, or, when none comes (a paused
- * job), until twice the interval has passed. Tokens then reach the client in groups, about 10 ms
- * apart; a step longer than the interval (several streams, larger models) is written as before, once
- * per step.
- */
-const OUTPUT_INTERVAL_MS = 10;
 /** Output waiting for the flush timer. */
 let outbox: FromRunner[] = [];
-let flushTimer: NodeJS.Timeout | undefined;
-/** The flush timer is the one set OUTPUT_DELAY_MS after output (not the interval's fallback). */
-let flushAligned = false;
-/** performance.now() of the last output message. */
-let lastFlush = 0;
 /** Jobs that have sent output: a job's first output goes at once (its time to first token). */
 const started = new Set<number>();
 
 function flush(): void {
-  clearTimeout(flushTimer);
-  flushTimer = undefined;
-  flushAligned = false;
   const messages = outbox;
   outbox = [];
-  if (messages.length > 0) lastFlush = performance.now();
   if (messages.length > 1) post({ type: "batch", messages });
   else if (messages.length === 1) post(messages[0]!);
 }
 
-/** Schedules the output just queued (see OUTPUT_INTERVAL_MS). */
-function scheduleFlush(): void {
-  const since = performance.now() - lastFlush;
-  if (since >= OUTPUT_INTERVAL_MS - OUTPUT_DELAY_MS) {
-    if (flushAligned) return;
-    clearTimeout(flushTimer);
-    flushTimer = setTimeout(flush, OUTPUT_DELAY_MS);
-    flushAligned = true;
-  } else flushTimer ??= setTimeout(flush, Math.ceil(2 * OUTPUT_INTERVAL_MS - since));
-}
-
 /**
- * Sends a message to the parent. A job's output after its first is gathered (OUTPUT_DELAY_MS,
- * OUTPUT_INTERVAL_MS); anything else goes at once, after the output gathered before it (the order
- * of a job's messages is kept).
+ * Sends a message to the parent. A job's output after its first is gathered for OUTPUT_DELAY_MS;
+ * anything else goes at once, after the output gathered before it (the order of a job's messages is
+ * kept).
  */
 function send(msg: FromRunner): void {
   if (msg.type === "chunk" || msg.type === "thinking") {
     if (started.has(msg.id)) {
+      if (outbox.length === 0) setTimeout(flush, OUTPUT_DELAY_MS);
       outbox.push(msg);
-      scheduleFlush();
       return;
     }
     started.add(msg.id);

@@ -1,8 +1,7 @@
 /**
  * Preloaded into a runner child by test/helpers/traced-runner.ts (`--import`): every output message
  * the child writes (`chunk`, `thinking`, or a `batch` of them) gets a `decoding` field, true when a
- * decode of the context was running at the moment of the write, and `at`, the child's
- * performance.now() then; every `done` message gets `sampled`:
+ * decode of the context was running at the moment of the write; every `done` message gets `sampled`:
  * how many tokens the context sampled so far, and how many of those samplings were started while a
  * decode was running. An internal hook (a Proxy on node-llama-cpp's native context, as
  * test/helpers/batches.ts), plain JavaScript because the child runs without the tests' TypeScript
@@ -47,6 +46,6 @@ function trace(LlamaContext) {
   process.send = (msg, ...rest) => {
     const output = msg.type === "chunk" || msg.type === "thinking" || msg.type === "batch";
     if (msg.type === "done") return send({ ...msg, sampled: { ...sampled } }, ...rest);
-    return send(output ? { ...msg, decoding: inFlight > 0, at: performance.now() } : msg, ...rest);
+    return send(output ? { ...msg, decoding: inFlight > 0 } : msg, ...rest);
   };
 }

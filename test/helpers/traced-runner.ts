@@ -10,8 +10,8 @@ import { childEntry } from "../../src/runner/client.js";
 import type { FromRunner, GenerateJob } from "../../src/runner/protocol.js";
 import { testGguf } from "./models.js";
 
-/** A message as the trace marks it: output with `decoding` and `at` (the child's clock), `done` with `sampled`. */
-export type Traced = FromRunner & { decoding?: boolean; at?: number; sampled?: { total: number; duringDecode: number } };
+/** A message as the trace marks it: output with `decoding`, `done` with `sampled`. */
+export type Traced = FromRunner & { decoding?: boolean; sampled?: { total: number; duringDecode: number } };
 
 /** A job's last message. */
 export type Ended = Extract<Traced, { type: "done" } | { type: "failed" }>;
