@@ -155,58 +155,87 @@ async function main(): Promise<void> {
   const rssIdle = rssMb(idleLmd.child.pid);
   await stopProcess(idleLmd.child);
 
-  const lmd = await startLmd(modelFile, { SERVICE_NUM_PARALLEL: "4", SERVICE_KEEP_ALIVE: "-1" });
-  const direct = startDirect();
-  await direct.call({ op: "load", model: modelFile, threads, sequences: 4, contextSize: 4096 });
-  await lmdGenerate(lmd.url, { model: "bench", prompt: "", stream: false });
-  const rssLoaded = rssMb(lmd.child.pid);
-  const rssRunner = runnerPids(lmd.child.pid).map(rssMb).reduce((a, b) => a + b, 0);
-  const server = args["llama-server"] ? await startLlamaServer(root, cache, modelFile, threads, 1, engine) : undefined;
-  if (server) await llamaServerDecode(server.url, "warm up", 4, sampling);
+  // Of two servers started one after the other, the second can measure faster (docs/benchmarks.md,
+  // "2026-11-25"): the first half of the rounds runs with lmd, the direct process and llama-server
+  // started in that order, the second half with the three started again in the reverse order.
+  const halves = [Math.ceil(rounds / 2), Math.floor(rounds / 2)];
+  const startSides = async (lmdFirst: boolean) => {
+    const startLmdSide = () => startLmd(modelFile, { SERVICE_NUM_PARALLEL: "4", SERVICE_KEEP_ALIVE: "-1" });
+    const startServer = () => (args["llama-server"] ? startLlamaServer(root, cache, modelFile, threads, 1, engine) : Promise.resolve(undefined));
+    const serverFirst = lmdFirst ? undefined : await startServer();
+    const lmdFirstStarted = lmdFirst ? await startLmdSide() : undefined;
+    const direct = startDirect();
+    await direct.call({ op: "load", model: modelFile, threads, sequences: 4, contextSize: 4096 });
+    const lmd = lmdFirstStarted ?? (await startLmdSide());
+    const server = lmdFirst ? await startServer() : serverFirst;
+    await lmdGenerate(lmd.url, { model: "bench", prompt: "", stream: false });
+    const rss = { loaded: rssMb(lmd.child.pid), runner: runnerPids(lmd.child.pid).map(rssMb).reduce((a, b) => a + b, 0) };
+    if (server) await llamaServerDecode(server.url, "warm up", 4, sampling);
+    // Warm up with the measured workload: a fresh lmd's first streams run slower (V8 optimizing the
+    // per-token JavaScript), and a daemon in service is long past them.
+    for (let i = 0; i < 2; i++) {
+      await lmdDecode(lmd.url, `warm up ${i}`, tokens, 1, sampling);
+      await direct.call<DecodeResult>({ op: "decode", prompt: `warm up ${i}`, tokens, streams: 1 });
+      if (server) await llamaServerDecode(server.url, `warm up ${i}`, tokens, sampling);
+    }
+    return { lmd, direct, server, rss };
+  };
+  const stopSides = async (sides: Awaited<ReturnType<typeof startSides>>) => {
+    sides.direct.child.send({ op: "exit" }); // it exits without answering
+    await stopProcess(sides.server?.child);
+    await stopProcess(sides.lmd.child);
+  };
 
   const r: Record<string, number[]> = {};
   const add = (k: string, v: number) => (r[k] ??= []).push(v);
   const promptTokens = args.quick ? 256 : 512;
-  for (let round = 0; round < rounds; round++) {
-    log(`round ${round + 1}/${rounds}`);
-    // Single stream and prefill, the three sides in an order that rotates each round.
-    const single: (() => Promise<void>)[] = [
-      async () => {
-        add("decode.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 1, sampling)));
-        const pl = await lmdGenerate(lmd.url, { model: "bench", prompt: prose(promptTokens, round), raw: true, stream: true, options: { ...sampling, num_predict: 1 } });
-        add("prefill.lmd", pl.promptEvalCount / (pl.ttftMs / 1000));
-      },
-      async () => {
-        add("decode.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 1 })));
-        const pd = await direct.call<{ ms: number; promptTokens: number }>({ op: "ttft", prompt: prose(promptTokens, round + 1000) });
-        add("prefill.direct", pd.promptTokens / (pd.ms / 1000));
-      },
-    ];
-    if (server) {
-      single.push(async () => {
-        add("decode.llama-server", await llamaServerDecode(server.url, "Once upon a time", tokens, sampling));
-        add("prefill.llama-server", await llamaServerPrefill(server.url, prose(promptTokens, round + 3000), sampling));
-      });
+  let rss = { loaded: NaN, runner: NaN };
+  let rps = { lmd: NaN, bare: NaN };
+  let round = 0;
+  for (const [half, count] of halves.entries()) {
+    if (count === 0) continue;
+    const sides = await startSides(half === 0);
+    const { lmd, direct, server } = sides;
+    if (half === 0) rss = sides.rss;
+    for (const end = round + count; round < end; round++) {
+      log(`round ${round + 1}/${rounds}${half === 0 ? "" : " (started again: llama-server, direct, lmd)"}`);
+      // Single stream and prefill, the three sides in an order that rotates each round.
+      const single: (() => Promise<void>)[] = [
+        async () => {
+          add("decode.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 1, sampling)));
+          const pl = await lmdGenerate(lmd.url, { model: "bench", prompt: prose(promptTokens, round), raw: true, stream: true, options: { ...sampling, num_predict: 1 } });
+          add("prefill.lmd", pl.promptEvalCount / (pl.ttftMs / 1000));
+        },
+        async () => {
+          add("decode.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 1 })));
+          const pd = await direct.call<{ ms: number; promptTokens: number }>({ op: "ttft", prompt: prose(promptTokens, round + 1000) });
+          add("prefill.direct", pd.promptTokens / (pd.ms / 1000));
+        },
+      ];
+      if (server) {
+        single.push(async () => {
+          add("decode.llama-server", await llamaServerDecode(server.url, "Once upon a time", tokens, sampling));
+          add("prefill.llama-server", await llamaServerPrefill(server.url, prose(promptTokens, round + 3000), sampling));
+        });
+      }
+      for (let i = 0; i < single.length; i++) await single[(round + i) % single.length]!();
+      add("agg4.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 4, sampling)));
+      add("agg4.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 4 })));
+      for (let i = 0; i < 5; i++) {
+        add("ttft.lmd", (await lmdGenerate(lmd.url, { model: "bench", prompt: `${round}-${i} Hi`, raw: true, stream: true, options: { ...sampling, num_predict: 1 } })).ttftMs);
+        add("ttft.direct", (await direct.call<{ ms: number }>({ op: "ttft", prompt: `${round}-${i} Hi` })).ms);
+      }
+      // Second turn of a conversation with ~1,000 tokens of shared history (the prompt cache).
+      const history = prose(args.quick ? 500 : 1000, round + 2000);
+      const first = await lmdGenerate(lmd.url, { model: "bench", prompt: history, raw: true, stream: true, options: { ...sampling, num_predict: 8 } });
+      const second = await lmdGenerate(lmd.url, { model: "bench", prompt: " and what happened next?", context: first.context, raw: true, stream: true, options: { ...sampling, num_predict: 8 } });
+      add("turn2.ratio", second.ttftMs / first.ttftMs);
+      add("turn1.ttft", first.ttftMs);
+      add("turn2.ttft", second.ttftMs);
     }
-    for (let i = 0; i < single.length; i++) await single[(round + i) % single.length]!();
-    add("agg4.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 4, sampling)));
-    add("agg4.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 4 })));
-    for (let i = 0; i < 5; i++) {
-      add("ttft.lmd", (await lmdGenerate(lmd.url, { model: "bench", prompt: `${round}-${i} Hi`, raw: true, stream: true, options: { ...sampling, num_predict: 1 } })).ttftMs);
-      add("ttft.direct", (await direct.call<{ ms: number }>({ op: "ttft", prompt: `${round}-${i} Hi` })).ms);
-    }
-    // Second turn of a conversation with ~1,000 tokens of shared history (the prompt cache).
-    const history = prose(args.quick ? 500 : 1000, round + 2000);
-    const first = await lmdGenerate(lmd.url, { model: "bench", prompt: history, raw: true, stream: true, options: { ...sampling, num_predict: 8 } });
-    const second = await lmdGenerate(lmd.url, { model: "bench", prompt: " and what happened next?", context: first.context, raw: true, stream: true, options: { ...sampling, num_predict: 8 } });
-    add("turn2.ratio", second.ttftMs / first.ttftMs);
-    add("turn1.ttft", first.ttftMs);
-    add("turn2.ttft", second.ttftMs);
+    if (half === 0) rps = await httpRps(root, lmd.url, args.quick ? 3 : 10);
+    await stopSides(sides);
   }
-  const rps = await httpRps(root, lmd.url, args.quick ? 3 : 10);
-  direct.child.send({ op: "exit" }); // it exits without answering
-  await stopProcess(server?.child);
-  await stopProcess(lmd.child);
   const serving = await servingFigures({
     startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
     startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel, engine) : undefined,
@@ -220,6 +249,7 @@ async function main(): Promise<void> {
 
   const m = (k: string) => median(r[k] ?? []);
   const f = (x: number, digits = 1) => (Number.isFinite(x) ? x.toFixed(digits) : "—");
+  const server = args["llama-server"];
   const vs = (a: string, b: string) => (server ? (m(a) / m(b)).toFixed(3) : "—");
   const issue: Row[] = [
     ["single-stream decode tok/s, lmd vs llama-server (`-np 1`)", server ? `${f(m("decode.lmd"))} vs ${f(m("decode.llama-server"))}` : f(m("decode.lmd")), vs("decode.lmd", "decode.llama-server"), "≥ 1.0"],
@@ -233,7 +263,7 @@ async function main(): Promise<void> {
     ["warm time to first token, lmd − direct (ms)", `${f(m("ttft.lmd"), 2)} − ${f(m("ttft.direct"), 2)}`, `${m("ttft.lmd") >= m("ttft.direct") ? "+" : "−"}${Math.abs(m("ttft.lmd") - m("ttft.direct")).toFixed(2)} ms`, "≤ +5 ms"],
     ["`GET /api/version` req/s vs bare `node:http`", `${f(rps.lmd, 0)} vs ${f(rps.bare, 0)}`, (rps.lmd / rps.bare).toFixed(3), "≥ 0.8"],
     [`second-turn TTFT, ~${args.quick ? 500 : 1000}-token shared history, vs first turn (ms)`, `${f(m("turn2.ttft"))} vs ${f(m("turn1.ttft"))}`, m("turn2.ratio").toFixed(3), "≤ 0.25"],
-    ["RSS (MB): daemon idle; daemon and runner with the model loaded", `${f(rssIdle, 0)}; ${f(rssLoaded, 0)} + ${f(rssRunner, 0)}`, "—", "idle ≤ 100"],
+    ["RSS (MB): daemon idle; daemon and runner with the model loaded", `${f(rssIdle, 0)}; ${f(rss.loaded, 0)} + ${f(rss.runner, 0)}`, "—", "idle ≤ 100"],
   ];
   const table = (rows: Row[]) => ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
@@ -243,7 +273,7 @@ async function main(): Promise<void> {
       `${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
       `${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}\n`,
   );
-  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, rounds, servingRounds, tokens, samples: r, serving: serving.samples, threadsChosen: serving.chosen, rps, rssIdle, rssLoaded, rssRunner, llamaServer: llamaServerEngine() }, null, 2));
+  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, rounds, servingRounds, tokens, samples: r, serving: serving.samples, threadsChosen: serving.chosen, rps, rssIdle, rssLoaded: rss.loaded, rssRunner: rss.runner, llamaServer: llamaServerEngine() }, null, 2));
 
   // Keep-alive sockets and the daemon's shutdown would otherwise hold the process open.
   process.exit(0);
