@@ -89,6 +89,7 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
     gpu: config.gpu,
     loadTimeoutMs: config.loadTimeoutMs,
     renderTimeoutMs: config.renderTimeoutMs,
+    streamIntervalMs: config.streamIntervalMs,
     ...(deps.startRunner ? { startRunner: deps.startRunner } : {}),
     onJobStats: metrics.onJobStats,
     policy: () => policy,

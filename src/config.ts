@@ -56,6 +56,8 @@ export interface Config {
   truncate: boolean;
   /** Cap on generated tokens per request; 0 = 4 × the request's context length. */
   maxPredict: number;
+  /** How long a stream's output after its first token is gathered in its runner before it is written; 0 = each token at once. */
+  streamIntervalMs: number;
 }
 
 /** Every variable with its default and meaning; docs/configuration.md and the env file are checked against it. */
@@ -80,6 +82,7 @@ export const VARIABLES = {
   SERVICE_GPU: { default: "auto", meaning: "auto, cuda, vulkan or false" },
   SERVICE_MAX_PREDICT: { default: "0", meaning: "server-side cap on generated tokens per request; 0 = 4 x the request's context length; num_predict below it still wins" },
   SERVICE_MODELS_CONFIG: { default: "", meaning: "per-model policy file (YAML or JSON): num_parallel, num_ctx, keep_alive, pinned, preload, options; re-read on SIGHUP" },
+  SERVICE_STREAM_INTERVAL: { default: "10ms", meaning: "how long a stream's tokens after its first are gathered before they are written: fewer writes and wake-ups per token; 0 = each token at once; at most 1s" },
   SERVICE_TRUNCATE: { default: "true", meaning: "default of truncate on /api/generate, /api/chat and /v1: true drops the oldest turns of a prompt longer than the context, false answers 400 (1/0/true/false/yes/no/on/off)" },
 } as const;
 
@@ -110,6 +113,7 @@ const schema = {
     SERVICE_GPU: { type: "string", enum: ["auto", "cuda", "vulkan", "false"], default: "auto" },
     SERVICE_MAX_PREDICT: { type: "integer", minimum: 0, maximum: 100_000_000, default: 0 },
     SERVICE_MODELS_CONFIG: { type: "string" },
+    SERVICE_STREAM_INTERVAL: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_STREAM_INTERVAL.default },
     SERVICE_TRUNCATE: { type: "string", default: "true" },
   },
 } as const;
@@ -135,6 +139,7 @@ interface RawEnv {
   SERVICE_GPU: string;
   SERVICE_MAX_PREDICT: number;
   SERVICE_MODELS_CONFIG?: string;
+  SERVICE_STREAM_INTERVAL: string;
   SERVICE_TRUNCATE: string;
 }
 
@@ -179,6 +184,7 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
     modelsConfig: raw.SERVICE_MODELS_CONFIG,
     truncate: booleanOf("SERVICE_TRUNCATE", raw.SERVICE_TRUNCATE),
     maxPredict: raw.SERVICE_MAX_PREDICT,
+    streamIntervalMs: atMost("SERVICE_STREAM_INTERVAL", 1000, "1s", nonNegative("SERVICE_STREAM_INTERVAL", durationOf("SERVICE_STREAM_INTERVAL", raw.SERVICE_STREAM_INTERVAL))),
   });
 }
 
@@ -321,6 +327,11 @@ function nonNegative(variable: string, ms: number): number {
 
 function positive(variable: string, ms: number): number {
   if (ms <= 0) throw new ConfigError(variable, "must be positive");
+  return ms;
+}
+
+function atMost(variable: string, limitMs: number, limit: string, ms: number): number {
+  if (ms > limitMs) throw new ConfigError(variable, `must be at most ${limit}`);
   return ms;
 }
 

@@ -50,15 +50,16 @@ function post(msg: FromRunner): void {
 }
 
 /**
- * How long output (`chunk`, `thinking`) waits before it is written to the parent. A decode step ends
- * with every sequence sampling its token, and the next step starts once all of them queued the next
- * one; writing to the pipe there (0.2–0.5 ms when the write wakes the parent) delays the next step by
- * that much, per token. Waiting moves the write into the next step's decode, which runs on other
- * threads, and gathers the tokens of all the sequences decoded together into one message
- * (docs/benchmarks.md, "The runner's output in the gap between two steps"). Node's timers count
- * whole milliseconds of the event loop's clock: 2 is at least 1 ms, at most 2.
+ * How long output (`chunk`, `thinking`) after a job's first waits before it is written to the
+ * parent (SERVICE_STREAM_INTERVAL, from the load spec). On a small host every microsecond of CPU
+ * spent per token, in this process, the daemon or the client, is taken from the decoding threads:
+ * work moved into a decode slows it by as much (docs/benchmarks.md, "Gathering a stream's tokens").
+ * Each write also wakes the daemon, which then reads, parses and writes one HTTP chunk. Gathering
+ * the output of ~10 ms (a few steps of one stream, every sequence's tokens of those steps) into one
+ * message costs a fraction of that per token; a client sees its tokens in groups at most that far
+ * apart. 0 writes each one at once.
  */
-const OUTPUT_DELAY_MS = 2;
+let outputDelayMs = 10;
 /** Output waiting for the flush timer. */
 let outbox: FromRunner[] = [];
 /** Jobs that have sent output: a job's first output goes at once (its time to first token). */
@@ -72,14 +73,14 @@ function flush(): void {
 }
 
 /**
- * Sends a message to the parent. A job's output after its first is gathered for OUTPUT_DELAY_MS;
+ * Sends a message to the parent. A job's output after its first is gathered for outputDelayMs;
  * anything else goes at once, after the output gathered before it (the order of a job's messages is
  * kept).
  */
 function send(msg: FromRunner): void {
   if (msg.type === "chunk" || msg.type === "thinking") {
-    if (started.has(msg.id)) {
-      if (outbox.length === 0) setTimeout(flush, OUTPUT_DELAY_MS);
+    if (started.has(msg.id) && outputDelayMs > 0) {
+      if (outbox.length === 0) setTimeout(flush, outputDelayMs);
       outbox.push(msg);
       return;
     }
@@ -102,6 +103,7 @@ function clientSafe(err: unknown, modelFile?: string): string {
 
 async function load(requested: LoadSpec): Promise<void> {
   let spec = requested;
+  if (spec.streamIntervalMs !== undefined) outputDelayMs = spec.streamIntervalMs;
   if (spec.threads <= 0) {
     const chosen = await autoThreads();
     log("info", "threads chosen from the free cores", chosen);

@@ -28,6 +28,8 @@ export interface LoadSpec {
   lora?: string[] | undefined;
   /** Speculative decoding: a draft model's file and/or prompt lookup (runner/speculative.ts). */
   speculation?: SpeculationLoad | undefined;
+  /** SERVICE_STREAM_INTERVAL: how long a job's output after its first is gathered before it is written (child.ts); 0 = at once; undefined = 10 ms. */
+  streamIntervalMs?: number | undefined;
 }
 
 /** Speculative decoding for a load. */

@@ -38,6 +38,8 @@ export interface SchedulerOptions {
   loadTimeoutMs: number;
   /** SERVICE_RENDER_TIMEOUT: the budget of a chat template's render in a runner; undefined = none. */
   renderTimeoutMs?: number | undefined;
+  /** SERVICE_STREAM_INTERVAL, passed to each runner in its load spec; undefined = the runner's default. */
+  streamIntervalMs?: number | undefined;
   /** Starts a runner; tests may replace it. `hooks` carry the memory check and the load's cancellation. */
   startRunner?: (spec: LoadSpec, model: ResolvedModel, hooks?: Pick<RunnerOptions, "admit" | "signal">) => Promise<Runner>;
   /** Called with each finished job's token counts and timings (metrics). */
@@ -360,6 +362,7 @@ export class Scheduler {
       gpuLayers: numGpu !== undefined && numGpu >= 0 ? numGpu : undefined,
       speculation: options.speculation?.draftPath || options.speculation?.lookup ? options.speculation : undefined,
       ...(model.adapterPaths?.length ? { lora: model.adapterPaths } : {}),
+      ...(this.options.streamIntervalMs !== undefined ? { streamIntervalMs: this.options.streamIntervalMs } : {}),
     };
   }
 

@@ -22,8 +22,11 @@ export interface TracedRunner {
   generate(id: number, job: GenerateJob): Promise<Ended>;
 }
 
-/** Forks and loads; `uvThreads` is the child's UV_THREADPOOL_SIZE (a runner always has "1"). */
-export async function tracedRunner(t: Test, { sequences, threads = 1, uvThreads = "1" }: { sequences: number; threads?: number; uvThreads?: string }): Promise<TracedRunner> {
+/** Forks and loads; `uvThreads` is the child's UV_THREADPOOL_SIZE (a runner always has "1"); `streamIntervalMs` as in the load spec. */
+export async function tracedRunner(
+  t: Test,
+  { sequences, threads = 1, uvThreads = "1", streamIntervalMs }: { sequences: number; threads?: number; uvThreads?: string; streamIntervalMs?: number },
+): Promise<TracedRunner> {
   const file = await testGguf({ preset: "small" });
   const child = fork(childEntry(), [], { execArgv: ["--import", fileURLToPath(new URL("runner-trace.mjs", import.meta.url))], env: { ...process.env, UV_THREADPOOL_SIZE: uvThreads } });
   t.teardown(() => child.kill("SIGKILL"));
@@ -37,7 +40,7 @@ export async function tracedRunner(t: Test, { sequences, threads = 1, uvThreads 
   const until = async (done: () => boolean): Promise<void> => {
     while (!done()) await new Promise<void>((r) => waiters.push(r));
   };
-  child.send({ type: "load", spec: { path: file, contextSize: 1024, sequences, threads, gpu: false } });
+  child.send({ type: "load", spec: { path: file, contextSize: 1024, sequences, threads, gpu: false, ...(streamIntervalMs !== undefined ? { streamIntervalMs } : {}) } });
   await until(() => received.some((m) => m.type === "loaded" || m.type === "load-failed"));
   t.ok(received.some((m) => m.type === "loaded"), "the model loads", { received });
   const ended = (id: number) => received.find((m): m is Ended => (m.type === "done" || m.type === "failed") && m.id === id);

@@ -52,13 +52,23 @@ t.test("every variable has its documented default", async (t) => {
   t.equal(c.gpu, "auto");
   t.equal(c.modelsConfig, undefined);
   t.equal(c.truncate, true, "prompts over the context are truncated unless told otherwise");
+  t.equal(c.streamIntervalMs, 10, "a stream's tokens are gathered for 10 ms");
   t.ok(Object.isFrozen(c), "config is frozen");
   t.same(Object.keys(VARIABLES).sort(), [
     "SERVICE_ALLOWED_HOSTS", "SERVICE_CONTEXT_LENGTH", "SERVICE_GPU", "SERVICE_HOST", "SERVICE_KEEP_ALIVE", "SERVICE_LOAD_TIMEOUT",
     "SERVICE_LOG_DIR", "SERVICE_LOG_LEVEL", "SERVICE_MAX_BODY", "SERVICE_MAX_LOADED_MODELS", "SERVICE_MAX_PREDICT", "SERVICE_MAX_QUEUE", "SERVICE_MODELS",
-    "SERVICE_MODELS_CONFIG", "SERVICE_NUM_PARALLEL", "SERVICE_ORIGINS", "SERVICE_RENDER_TIMEOUT", "SERVICE_SHUTDOWN_TIMEOUT", "SERVICE_THREADS", "SERVICE_TRUNCATE",
-    "SERVICE_WRITE_TIMEOUT",
+    "SERVICE_MODELS_CONFIG", "SERVICE_NUM_PARALLEL", "SERVICE_ORIGINS", "SERVICE_RENDER_TIMEOUT", "SERVICE_SHUTDOWN_TIMEOUT", "SERVICE_STREAM_INTERVAL", "SERVICE_THREADS",
+    "SERVICE_TRUNCATE", "SERVICE_WRITE_TIMEOUT",
   ]);
+});
+
+t.test("SERVICE_STREAM_INTERVAL is a duration from 0 (each token at once) to 1s", async (t) => {
+  t.equal(loadConfig({ SERVICE_STREAM_INTERVAL: "0" }).streamIntervalMs, 0);
+  t.equal(loadConfig({ SERVICE_STREAM_INTERVAL: "25ms" }).streamIntervalMs, 25);
+  t.equal(loadConfig({ SERVICE_STREAM_INTERVAL: "1s" }).streamIntervalMs, 1000);
+  t.throws(() => loadConfig({ SERVICE_STREAM_INTERVAL: "2s" }), /SERVICE_STREAM_INTERVAL: must be at most 1s/);
+  t.throws(() => loadConfig({ SERVICE_STREAM_INTERVAL: "-5ms" }), /SERVICE_STREAM_INTERVAL: must not be negative/);
+  t.throws(() => loadConfig({ SERVICE_STREAM_INTERVAL: "soon" }), { name: "ConfigError", variable: "SERVICE_STREAM_INTERVAL" });
 });
 
 t.test("SERVICE_TRUNCATE is a boolean in any of the usual spellings", async (t) => {
