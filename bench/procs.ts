@@ -4,6 +4,7 @@
  * killed when the benchmark exits, whatever the reason.
  */
 import type { ChildProcess } from "node:child_process";
+import { busyCpus } from "../src/cpu.js";
 
 const live = new Set<ChildProcess>();
 
@@ -36,4 +37,15 @@ export async function stopProcess(child: ChildProcess | undefined, graceMs = 15_
   const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
   await exited;
   clearTimeout(timer);
+}
+
+/**
+ * Waits until the host's CPUs are idle (under 0.2 CPUs busy over 50 ms; 2 s at most). A server's
+ * decoding threads go on polling for work after a request ends (llama-server's ggml threadpool for
+ * ~100 ms here, lmd's ~20 ms), and the next workload measured must not share the CPUs with them:
+ * in interleaved rounds, whichever server followed llama-server lost part of its round to it.
+ */
+export async function settle(): Promise<void> {
+  const until = performance.now() + 2000;
+  while (performance.now() < until && (await busyCpus(50)) > 0.2);
 }

@@ -33,7 +33,7 @@ import { ModelStore } from "../src/store/store.js";
 import type { DecodeResult, DirectRequest } from "./direct.js";
 import { httpRps, lmdDecode, lmdGenerate, type Sampling } from "./http.js";
 import { freePort, startLlamaServer, llamaServerDecode, llamaServerEngine, llamaServerPrefill, type LlamaServerEngine } from "./llama-server.js";
-import { stopProcess, track } from "./procs.js";
+import { settle, stopProcess, track } from "./procs.js";
 import { prose } from "./serving.js";
 import { median, servingFigures, type Row } from "./serving-run.js";
 
@@ -72,6 +72,8 @@ const started = performance.now();
 const loadBefore = os.loadavg().map((l) => l.toFixed(2)).join(" ");
 const tokens = args.quick ? 32 : Number(args.tokens);
 const cache = args.cache;
+/** Tokens each side generates in its measured workload before it is measured (docs/benchmarks.md, "The warm-up"). */
+const warmUpTokens = args.quick ? 2 * tokens : 2048;
 const sampling: Sampling = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, seed: 1, repeat_penalty: 1 };
 
 const log = (msg: string) => process.stderr.write(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${msg}\n`);
@@ -171,9 +173,9 @@ async function main(): Promise<void> {
     await lmdGenerate(lmd.url, { model: "bench", prompt: "", stream: false });
     const rss = { loaded: rssMb(lmd.child.pid), runner: runnerPids(lmd.child.pid).map(rssMb).reduce((a, b) => a + b, 0) };
     if (server) await llamaServerDecode(server.url, "warm up", 4, sampling);
-    // Warm up with the measured workload: a fresh lmd's first streams run slower (V8 optimizing the
-    // per-token JavaScript), and a daemon in service is long past them.
-    for (let i = 0; i < 2; i++) {
+    // Warm up with the measured workload: a fresh runner's first ~2,500 tokens run slower (V8
+    // compiling the per-token JavaScript on background threads), and a daemon in service is long past them.
+    for (let i = 0; i < Math.ceil(warmUpTokens / tokens); i++) {
       await lmdDecode(lmd.url, `warm up ${i}`, tokens, 1, sampling);
       await direct.call<DecodeResult>({ op: "decode", prompt: `warm up ${i}`, tokens, streams: 1 });
       if (server) await llamaServerDecode(server.url, `warm up ${i}`, tokens, sampling);
@@ -203,11 +205,13 @@ async function main(): Promise<void> {
       const single: (() => Promise<void>)[] = [
         async () => {
           add("decode.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 1, sampling)));
+          await settle();
           const pl = await lmdGenerate(lmd.url, { model: "bench", prompt: prose(promptTokens, round), raw: true, stream: true, options: { ...sampling, num_predict: 1 } });
           add("prefill.lmd", pl.promptEvalCount / (pl.ttftMs / 1000));
         },
         async () => {
           add("decode.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 1 })));
+          await settle();
           const pd = await direct.call<{ ms: number; promptTokens: number }>({ op: "ttft", prompt: prose(promptTokens, round + 1000) });
           add("prefill.direct", pd.promptTokens / (pd.ms / 1000));
         },
@@ -215,11 +219,15 @@ async function main(): Promise<void> {
       if (server) {
         single.push(async () => {
           add("decode.llama-server", await llamaServerDecode(server.url, "Once upon a time", tokens, sampling));
+          await settle();
           add("prefill.llama-server", await llamaServerPrefill(server.url, prose(promptTokens, round + 3000), sampling));
         });
       }
-      for (let i = 0; i < single.length; i++) await single[(round + i) % single.length]!();
+      // Each workload starts on idle CPUs (bench/procs.ts, settle).
+      for (let i = 0; i < single.length; i++) await settle().then(single[(round + i) % single.length]!);
+      await settle();
       add("agg4.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 4, sampling)));
+      await settle();
       add("agg4.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 4 })));
       for (let i = 0; i < 5; i++) {
         add("ttft.lmd", (await lmdGenerate(lmd.url, { model: "bench", prompt: `${round}-${i} Hi`, raw: true, stream: true, options: { ...sampling, num_predict: 1 } })).ttftMs);
@@ -242,6 +250,7 @@ async function main(): Promise<void> {
     rounds: servingRounds,
     tokens,
     probes: args.quick ? 2 : 5,
+    warmUpTokens,
     cache,
     sampling,
     log,
@@ -287,6 +296,7 @@ async function only(modelFile: string, section: "aggregate" | "speculative"): Pr
     rounds: servingRounds,
     tokens,
     probes: 0,
+    warmUpTokens,
     cache,
     sampling,
     log,

@@ -5,7 +5,7 @@
 import type { ChildProcess } from "node:child_process";
 import { aggregateRate, backgroundStreams, cachedModel, cores, lmdSingle, llamaServerStreams, probeTtft, speculativeRun, startHog, stopHog, type ServerKind, type SpeculativeRun, type Stream } from "./serving.js";
 import { lmdDecode, type Sampling } from "./http.js";
-import { stopProcess } from "./procs.js";
+import { settle, stopProcess } from "./procs.js";
 
 type Daemon = { url: string; child: ChildProcess };
 export type Row = [string, string, string, string];
@@ -19,6 +19,8 @@ export interface ServingContext {
   tokens: number;
   /** New requests timed per round while others stream. */
   probes: number;
+  /** Tokens each server generates before an aggregate block measures (at least 2 rounds of its workload). */
+  warmUpTokens: number;
   cache: string;
   sampling: Sampling;
   log(msg: string): void;
@@ -75,13 +77,15 @@ async function measure(ctx: ServingContext, n: number, add: (k: string, v: numbe
   const targets: [ServerKind, string][] = [["lmd", lmd.url], ...(server ? [["llama-server", server.url] as [ServerKind, string]] : [])];
   const decode = (kind: ServerKind, url: string, round: number) =>
     kind === "lmd" ? lmdDecode(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling).then((r) => r.streams) : llamaServerStreams(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling);
-  // Load, then warm up with 2 rounds each: a fresh lmd's first rounds of n streams run ~5 % slower
-  // than its later ones (per round against llama-server, 10 rounds from a fresh start: 0.89, 0.91,
-  // then 0.93–1.01), and one round of warm-up left its first measured round in that ramp.
-  for (const warmup of [-2, -1]) for (const [kind, url] of targets) await decode(kind, url, warmup).then(() => undefined);
+  // Load, then warm up with the measured workload: a fresh runner's first ~2,500 tokens run slower
+  // while V8 compiles its per-token JavaScript on background threads, which take CPU time from the
+  // decoding threads (docs/benchmarks.md, "The warm-up"); llama-server has no such ramp.
+  const warmUps = Math.max(2, Math.ceil(ctx.warmUpTokens / (n * ctx.tokens)));
+  for (let warmup = -warmUps; warmup < 0; warmup++) for (const [kind, url] of targets) await decode(kind, url, warmup).then(() => undefined);
   for (let round = from; round < to; round++) {
     // Alternate which server goes first, so a drift in the machine's speed falls on both.
     for (const [kind, url] of round % 2 ? [...targets].reverse() : targets) {
+      await settle();
       const streams: Stream[] = await decode(kind, url, round);
       add(`agg${n}.${kind}`, aggregateRate(streams));
       // How long the last stream waited for its first token after the first stream got one: all n
@@ -92,7 +96,9 @@ async function measure(ctx: ServingContext, n: number, add: (k: string, v: numbe
   if (n === 4 && ctx.only === undefined) {
     for (let round = from; round < to; round++) {
       for (const [kind, url] of round % 2 ? [...targets].reverse() : targets) {
+        await settle();
         add(`ttft.idle.${kind}`, await probeTtft(kind, url, ctx.sampling, round * 100));
+        await settle();
         let bg = backgroundStreams(kind, url, n - 1, ctx.sampling, round);
         await bg.ready;
         for (let i = 0; i < ctx.probes; i++) {
