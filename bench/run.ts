@@ -18,7 +18,7 @@
  * its own native build, or node-llama-cpp's prebuilt ones (lmd's); `auto` (the default) is native
  * unless that does not start on this host.
  *
- * Everything runs on loopback. Both lmd's runner and the direct process run with UV_THREADPOOL_SIZE=1.
+ * Everything runs on loopback. lmd's runner and the direct process run in the same environment (one libuv thread, the threadpool library preloaded: runnerEnv).
  */
 import { execFileSync, fork, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -28,6 +28,7 @@ import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { makeModel, type PresetName } from "../src/gguf/make-model.js";
+import { runnerEnv } from "../src/runner/client.js";
 import { installGguf } from "../src/store/install.js";
 import { ModelStore } from "../src/store/store.js";
 import type { DecodeResult, DirectRequest } from "./direct.js";
@@ -89,9 +90,13 @@ async function ensureModel(): Promise<string> {
   return file;
 }
 
-/** The direct baseline process. */
+/**
+ * The direct baseline process: one libuv thread and the persistent threadpool library preloaded, as
+ * lmd's runners have them (without it, node-llama-cpp starts its decoding threads afresh for every
+ * decode, and on a small VM a token can take several times as long: docs/benchmarks.md).
+ */
 function startDirect(): { call: <T>(req: DirectRequest) => Promise<T>; child: ChildProcess } {
-  const child = track(fork(path.join(here, "direct.js"), [], { env: { ...process.env, UV_THREADPOOL_SIZE: "1" }, stdio: ["ignore", "inherit", "inherit", "ipc"] }));
+  const child = track(fork(path.join(here, "direct.js"), [], { env: runnerEnv(), stdio: ["ignore", "inherit", "inherit", "ipc"] }));
   const call = <T>(req: DirectRequest) =>
     new Promise<T>((resolve, reject) => {
       child.once("message", (msg: { ok: boolean; result?: T; error?: string }) => (msg.ok ? resolve(msg.result as T) : reject(new Error(msg.error))));

@@ -37,7 +37,7 @@ export function threadpoolLibrary(): string | undefined {
 }
 
 /** A runner's environment: one libuv thread, and the threadpool library preloaded when there is one. */
-function runnerEnv(): NodeJS.ProcessEnv {
+export function runnerEnv(): NodeJS.ProcessEnv {
   const library = threadpoolLibrary();
   // UV_THREADPOOL_SIZE=1 pins llama.cpp's decode calls to one libuv thread, which doubles decode
   // speed on small machines (../shared/notes/engine-speed.md). It must be set before Node starts.
