@@ -35,6 +35,7 @@ import { LogprobRecorder } from "./logprobs.js";
 import { autoThreads } from "../cpu.js";
 import { beginSpeculation, slotPredictors, type DraftResources } from "./speculative.js";
 import { pausable, PauseSwitch } from "./flow.js";
+import { DecodeLoop, fastEvaluate } from "./decode-loop.js";
 
 let loaded: Loaded | undefined;
 /** Resolves the wait after an `estimate` message (the parent's `admit`). */
@@ -169,11 +170,13 @@ async function load(requested: LoadSpec): Promise<void> {
   }
   const predictors = spec.speculation ? slotPredictors(spec.speculation, spec.sequences, draft) : [];
   const slots: Slot[] = [];
+  const decodeLoop = new DecodeLoop(context);
   for (let i = 0; i < spec.sequences; i++) {
     const predictor = predictors[i];
     const sequence = context.getSequence(predictor ? { tokenPredictor: predictor } : {});
     const slot: Slot = { sequence, completion: new LlamaCompletion({ contextSequence: sequence }), busy: false, lastUsed: 0, predictor };
     pausable(sequence, () => slot.pause);
+    fastEvaluate(sequence, decodeLoop, () => slot.pause);
     slots.push(slot);
   }
   loaded = { llama, model, context, slots, modelFile: spec.path, lora: spec.lora ?? [], draft };

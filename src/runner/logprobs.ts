@@ -26,6 +26,8 @@ const CONTEXT = 4;
 export class LogprobRecorder {
   private readonly sampled: Sampled[] = [];
   private cursor = 0;
+  /** The sequence's `evaluate` before this job (lmd's decode loop, runner/decode-loop.ts), put back by `restore`. */
+  private readonly previous: Evaluate;
 
   /** @param top alternatives per token; 0 asks only for each chosen token's probability (cheaper). */
   constructor(
@@ -51,12 +53,13 @@ export class LogprobRecorder {
         await iterator.return();
       }
     };
-    // An own property shadows the prototype's method; `restore` deletes it.
+    // An own property shadows the prototype's method (and the decode loop's own one) until `restore`.
+    this.previous = sequence.evaluate;
     sequence.evaluate = evaluate as Evaluate;
   }
 
   restore(): void {
-    delete (this.sequence as Partial<Pick<LlamaContextSequence, "evaluate">>).evaluate;
+    this.sequence.evaluate = this.previous;
   }
 
   /** The logprobs of the next emitted `tokens`. */

@@ -1,19 +1,34 @@
 /**
- * For the tests of patches/node-llama-cpp+3.22.1.patch: a context of the tiny test model, loaded as
- * a runner loads it, and a record of what that context decodes.
+ * For the tests of how a context's batches are formed, by lmd's decode loop (src/runner/decode-loop.ts)
+ * and by node-llama-cpp's patched dispatcher (patches/node-llama-cpp+3.22.1.patch): a context of the
+ * tiny test model, loaded as a runner loads it, and a record of what that context decodes.
  */
-import type { LlamaContext, LlamaModel } from "node-llama-cpp";
+import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import type { Test } from "tap";
 import { openLlama } from "../../src/runner/engine.js";
+import { DecodeLoop, fastEvaluate } from "../../src/runner/decode-loop.js";
 import { testGguf } from "./models.js";
 
 /** The tiny test model with one context of `sequences` sequences on 1 thread; disposed after the test. */
-export async function tinyContext(t: Test, contextSize: number, sequences: number): Promise<{ model: LlamaModel; context: LlamaContext }> {
+export async function tinyContext(t: Test, contextSize: number, sequences: number, batchSize?: number): Promise<{ model: LlamaModel; context: LlamaContext }> {
   const llama = await openLlama(false, () => undefined);
   t.teardown(() => llama.dispose());
   const model = await llama.loadModel({ modelPath: await testGguf({ preset: "tiny" }) });
-  return { model, context: await model.createContext({ contextSize, sequences, threads: 1 }) };
+  return { model, context: await model.createContext({ contextSize, sequences, threads: 1, ...(batchSize ? { batchSize } : {}) }) };
 }
+
+/**
+ * The two ways a runner's sequences are decoded: lmd's decode loop (every generation of a runner
+ * without speculative decoding) and node-llama-cpp's own dispatcher, patched (speculative decoding,
+ * models that need context checkpoints). Each installs itself on a context's sequences.
+ */
+export const DECODERS = {
+  "lmd's decode loop": (context: LlamaContext, sequences: readonly LlamaContextSequence[]) => {
+    const loop = new DecodeLoop(context);
+    for (const sequence of sequences) fastEvaluate(sequence, loop, () => undefined);
+  },
+  "node-llama-cpp's dispatcher": () => undefined,
+} as const;
 
 export interface RecordedBatch {
   at: number;

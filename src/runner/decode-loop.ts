@@ -1,0 +1,288 @@
+/**
+ * lmd's own decode loop for a context's generations (issue 15). node-llama-cpp's LlamaCompletion and
+ * LlamaChat take each next token from the sequence's `evaluate()` generator; its own implementation
+ * goes through the context's batch dispatcher, which costs ~150–200 µs of main-thread JavaScript per
+ * token (a sampler config, locks, queued-decode bookkeeping, token meters, timers). On a small host
+ * that CPU is taken from ggml's decoding threads: node-llama-cpp's `evaluate` ran 375–410 tok/s
+ * where a loop on the addon's own calls ran 430–465 (docs/benchmarks.md).
+ *
+ * {@link fastEvaluate} gives a sequence an `evaluate` of its own built on a {@link DecodeLoop}: each
+ * step puts every waiting sequence's tokens into one batch (continuing generations first, then
+ * prompts up to the batch size), decodes it, samples each sequence's next token right behind the
+ * decode on the same libuv thread, and hands the tokens back. The next step starts once every
+ * generation that goes on has queued its next token (a `setImmediate` after the results are handed
+ * out). It holds node-llama-cpp's context lock for each step, so decodes node-llama-cpp dispatches
+ * itself (the cases below) never overlap it.
+ *
+ * The sampling is node-llama-cpp's own (`_resolveSamplerConfig` per token, one sampler per
+ * evaluation), so temperature, top-k/p, min-p, seeds, repeat penalties, token biases and grammars
+ * sample exactly as before. What this loop does not do goes to node-llama-cpp's `evaluate`
+ * unchanged: a sequence with a token predictor (speculative decoding), a model that needs context
+ * checkpoints (SWA, hybrid or recurrent memory), and tokens that would not fit in the context (its
+ * context shift). Built on node-llama-cpp 3.22.1's internals (`_ctx`, `_sequenceId`,
+ * `_nextTokenIndex`, `_contextTokens`, `_resolveSamplerConfig`); the version is pinned.
+ */
+import { DisposedError, withLock } from "lifecycle-utils";
+import type { LlamaContext, LlamaContextSequence, Token } from "node-llama-cpp";
+import type { PauseSwitch } from "./flow.js";
+
+type Evaluate = LlamaContextSequence["evaluate"];
+type EvaluateOptions = NonNullable<Parameters<Evaluate>[1]>;
+
+/** The addon calls the loop makes (node-llama-cpp's AddonContext and AddonSampler). */
+interface AddonContext {
+  initBatch(size: number): void;
+  addToBatch(sequenceId: number, firstTokenSequenceIndex: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array;
+  decodeBatch(): Promise<void>;
+  sampleToken(batchLogitIndex: number, sampler: AddonSampler): Promise<number>;
+}
+interface AddonSampler {
+  applyConfig(config: unknown): void;
+  dispose(): void;
+}
+interface ContextInternals {
+  _ctx: AddonContext;
+  /** Set by the patched node-llama-cpp when a sequence erases tokens (see step). */
+  _yieldBeforeNextBatch?: boolean;
+  batchSize: number;
+  contextSize: number;
+}
+interface SequenceInternals {
+  _sequenceId: number;
+  _nextTokenIndex: number;
+  _contextTokens: Token[];
+  _resolveSamplerConfig(options: EvaluateOptions): unknown;
+  model: { _llama: { _bindings: { AddonSampler: new (model: unknown) => AddonSampler } }; _model: unknown };
+  tokenPredictor: unknown;
+  needsCheckpoints: boolean;
+  disposed: boolean;
+  context: ContextInternals;
+}
+
+/** One sequence's tokens waiting for a step; `sample` is the sampling of the last one's logits. */
+interface Request {
+  sequence: SequenceInternals;
+  tokens: Token[];
+  /** How many of `tokens` earlier steps have decoded (a prompt longer than the batch takes several). */
+  done: number;
+  /** Samples the token after the last one from the batch's logits at this index. */
+  sample: (logit: number) => Promise<number>;
+  resolve(token: number): void;
+  reject(err: unknown): void;
+}
+
+/** A request's part in one step: `count` of its tokens; `logit` where its last token is among them. */
+interface Item {
+  request: Request;
+  count: number;
+  logit?: number;
+  sampled?: Promise<number>;
+}
+
+/**
+ * With a single libuv thread (a runner's UV_THREADPOOL_SIZE=1), native work runs in the order it is
+ * queued: a sequence's sampling queued right after the decode runs as soon as the decode ends,
+ * without waking the main thread in between.
+ */
+const sampleBehindDecode = process.env.UV_THREADPOOL_SIZE === "1";
+
+/** One context's decode steps. */
+export class DecodeLoop {
+  private readonly queue: Request[] = [];
+  private scheduled = false;
+  private running = false;
+  /** The last step left single tokens for this one (see select). */
+  private deferredSingles = false;
+
+  constructor(private readonly context: LlamaContext) {}
+
+  /** Decodes `tokens` after what the sequence holds; resolves to the token sampled after the last one. */
+  next(sequence: SequenceInternals, tokens: Token[], sample: (logit: number) => Promise<number>): Promise<number> {
+    return new Promise<number>((resolve, reject) => {
+      this.queue.push({ sequence, tokens, done: 0, sample, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.running || this.queue.length === 0) return;
+    this.scheduled = true;
+    // After the microtasks: every generation handed a token in the last step has queued its next one.
+    setImmediate(() => {
+      this.scheduled = false;
+      this.running = true;
+      void withLock([this.context, "context"], () => this.step()).finally(() => {
+        this.running = false;
+        this.schedule();
+      });
+    });
+  }
+
+  private async step(): Promise<void> {
+    const context = this.context as unknown as ContextInternals;
+    // A sequence cleared for a new request (node-llama-cpp's patched erase sets this) queues its
+    // prompt a few microtasks after the clearing released the lock: one turn lets it join this step.
+    if (context._yieldBeforeNextBatch) {
+      context._yieldBeforeNextBatch = false;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const items = this.select(context.batchSize);
+    if (items.length === 0) return;
+    const addon = context._ctx;
+    // Ascending sequence ids: llama.cpp puts only consecutive increasing ids in one ubatch (see patches/).
+    items.sort((a, b) => a.request.sequence._sequenceId - b.request.sequence._sequenceId);
+    addon.initBatch(items.reduce((sum, item) => sum + item.count, 0));
+    for (const item of items) {
+      const { request, count } = item;
+      const { sequence } = request;
+      const last = request.done + count === request.tokens.length;
+      const tokens = Uint32Array.from(request.tokens.slice(request.done, request.done + count));
+      const logits = addon.addToBatch(sequence._sequenceId, sequence._nextTokenIndex, tokens, last ? Uint32Array.of(count - 1) : new Uint32Array(0));
+      if (last) item.logit = logits[0];
+    }
+    const decoded = addon.decodeBatch();
+    // Sampling starts each sequence's sampler (its config can throw: that request fails alone).
+    const startSampling = () => {
+      for (const item of items) {
+        if (item.logit === undefined) continue;
+        try {
+          item.sampled = item.request.sample(item.logit);
+        } catch (err) {
+          item.sampled = Promise.reject(err);
+        }
+        item.sampled.catch(() => undefined); // handed to the request below
+      }
+    };
+    if (sampleBehindDecode) startSampling();
+    try {
+      await decoded;
+    } catch (err) {
+      await Promise.allSettled(items.map((item) => item.sampled));
+      for (const { request } of items) {
+        this.remove(request);
+        request.reject(err);
+      }
+      return;
+    }
+    if (!sampleBehindDecode) startSampling();
+    for (const item of items) {
+      const { request, count } = item;
+      // The sequence holds what was decoded, as node-llama-cpp's own evaluation records it.
+      const { sequence } = request;
+      for (let i = request.done; i < request.done + count; i++) sequence._contextTokens.push(request.tokens[i]!);
+      sequence._nextTokenIndex += count;
+      request.done += count;
+      if (item.sampled === undefined) continue;
+      this.remove(request);
+      item.sampled.then(request.resolve, request.reject);
+    }
+    // Each request is handed its token when its sampling ends; the step ends when all have.
+    await Promise.allSettled(items.map((item) => item.sampled));
+  }
+
+  /**
+   * What the next step decodes: continuing generations (one token each) first, then prompts in the
+   * order they came, up to the batch size. With a KV cache per sequence, llama.cpp computes a batch
+   * that mixes single tokens with prompt ends as separate micro-batches anyway and hands out every
+   * logit at the end: the prompt ends go alone first (their sequences get a first token one step
+   * sooner, at no cost), and the single tokens in the next step, never deferred twice in a row. A
+   * prompt that goes on past this batch shares it, so that no generation stalls behind a long prompt.
+   * The same rules as the patched node-llama-cpp dispatcher (patches/node-llama-cpp+3.22.1.patch).
+   */
+  private select(batchSize: number): Item[] {
+    for (const request of [...this.queue]) {
+      if (!request.sequence.disposed) continue;
+      this.remove(request);
+      request.reject(new DisposedError());
+    }
+    const ordered = [...this.queue.filter((r) => r.tokens.length - r.done === 1), ...this.queue.filter((r) => r.tokens.length - r.done !== 1)];
+    const items: Item[] = [];
+    let room = batchSize;
+    for (const request of ordered) {
+      if (room === 0) break;
+      const count = Math.min(room, request.tokens.length - request.done);
+      items.push({ request, count });
+      room -= count;
+    }
+    const deferredBefore = this.deferredSingles;
+    this.deferredSingles = false;
+    const several = items.filter((item) => item.count > 1);
+    const continues = several.some((item) => item.request.done + item.count < item.request.tokens.length);
+    if (deferredBefore || several.length === 0 || several.length === items.length || continues) return items;
+    this.deferredSingles = true;
+    return several;
+  }
+
+  private remove(request: Request): void {
+    const index = this.queue.indexOf(request);
+    if (index >= 0) this.queue.splice(index, 1);
+  }
+}
+
+/** A sampler config as node-llama-cpp resolves it: numbers, typed arrays, a grammar state, DRY's breakers. */
+type SamplerConfig = Record<string, unknown> & { dryRepeatPenaltyStrength?: number; dryRepeatPenaltySequenceBreakers?: unknown };
+
+function sameConfig(a: SamplerConfig, b: SamplerConfig): boolean {
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  for (const key of keys) {
+    const x = a[key];
+    const y = b[key];
+    if (x === y) continue;
+    if (!(x instanceof Uint32Array || x instanceof Float32Array) || !(y instanceof Uint32Array || y instanceof Float32Array)) return false;
+    if (x.constructor !== y.constructor || x.length !== y.length) return false;
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+  }
+  return true;
+}
+
+/**
+ * Gives `sequence` an `evaluate` that decodes on `loop` where it can (see the module comment), and
+ * waits between tokens while `pause()` (the job holding the sequence now) is paused, as
+ * runner/flow.ts does for node-llama-cpp's own evaluation.
+ */
+export function fastEvaluate(sequence: LlamaContextSequence, loop: DecodeLoop, pause: () => PauseSwitch | undefined): void {
+  const inner = sequence as unknown as SequenceInternals;
+  const original = sequence.evaluate.bind(sequence);
+  const context = inner.context;
+  sequence.evaluate = async function* (tokens: Token[], options: EvaluateOptions = {}) {
+    if (inner.tokenPredictor != null || inner.needsCheckpoints) return yield* original(tokens, options);
+    const AddonSampler = inner.model._llama._bindings.AddonSampler;
+    const sampler = new AddonSampler(inner.model._model);
+    // As node-llama-cpp's LlamaSampler.applyConfig: DRY's sequence breakers go to the addon only when they change.
+    let breakers: unknown;
+    // The addon acts only on what changed, so a config equal to the last one is not passed again
+    // (its ~30 property reads cost ~10 µs a token); with a repeat penalty, the tokens change each time.
+    let applied: SamplerConfig | undefined;
+    const configure = () => {
+      const config = inner._resolveSamplerConfig(options) as SamplerConfig;
+      if (config.dryRepeatPenaltyStrength != null && Array.isArray(config.dryRepeatPenaltySequenceBreakers)) {
+        if (config.dryRepeatPenaltySequenceBreakers === breakers) config.dryRepeatPenaltySequenceBreakers = false;
+        else breakers = config.dryRepeatPenaltySequenceBreakers;
+      }
+      if (applied && sameConfig(applied, config)) return;
+      sampler.applyConfig(config);
+      applied = config;
+    };
+    let pending = tokens;
+    try {
+      while (pending.length > 0) {
+        // A context shift is node-llama-cpp's: it takes over for the rest of this evaluation.
+        if (inner._nextTokenIndex + pending.length > context.contextSize - 1) return yield* original(pending, options);
+        const paused = pause()?.waiting;
+        if (paused) await paused;
+        const token = await loop.next(inner, pending, (logit) => {
+          configure();
+          return context._ctx.sampleToken(logit, sampler);
+        });
+        if (token === -1) throw new Error("Failed to sample next token");
+        const model = sequence.model;
+        if (options.yieldEogToken !== true && model.isEogToken(token as Token)) return;
+        const replacement: Token | Token[] | void = yield token as Token;
+        pending = Array.isArray(replacement) ? replacement.slice() : replacement != null ? [replacement] : [token as Token];
+      }
+    } finally {
+      sampler.dispose();
+    }
+  } as Evaluate;
+}
