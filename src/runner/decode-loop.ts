@@ -254,7 +254,10 @@ export function fastEvaluate(sequence: LlamaContextSequence, loop: DecodeLoop, p
     // The addon acts only on what changed, so a config equal to the last one is not passed again
     // (its ~30 property reads cost ~10 µs a token); with a repeat penalty, the tokens change each time.
     let applied: SamplerConfig | undefined;
+    // Options without functions (no repeat penalty, a fixed seed) resolve to the same config each time.
+    const fixed = Number.isFinite(options.seed) && ![options.repeatPenalty && options.repeatPenalty.punishTokens, options.grammarEvaluationState, options.tokenBias].some((o) => typeof o === "function");
     const configure = () => {
+      if (fixed && applied) return;
       const config = inner._resolveSamplerConfig(options) as SamplerConfig;
       if (config.dryRepeatPenaltyStrength != null && Array.isArray(config.dryRepeatPenaltySequenceBreakers)) {
         if (config.dryRepeatPenaltySequenceBreakers === breakers) config.dryRepeatPenaltySequenceBreakers = false;
