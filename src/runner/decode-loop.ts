@@ -35,6 +35,7 @@ interface AddonContext {
   addToBatch(sequenceId: number, firstTokenSequenceIndex: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array;
   decodeBatch(): Promise<void>;
   sampleToken(batchLogitIndex: number, sampler: AddonSampler): Promise<number>;
+  removeTokenCellsFromSequence(sequenceId: number, startPos: number, endPos: number): boolean;
 }
 interface AddonSampler {
   applyConfig(config: unknown): void;
@@ -131,16 +132,21 @@ export class DecodeLoop {
     const addon = context._ctx;
     // Ascending sequence ids: llama.cpp puts only consecutive increasing ids in one ubatch (see patches/).
     items.sort((a, b) => a.request.sequence._sequenceId - b.request.sequence._sequenceId);
-    addon.initBatch(items.reduce((sum, item) => sum + item.count, 0));
-    for (const item of items) {
-      const { request, count } = item;
-      const { sequence } = request;
-      const last = request.done + count === request.tokens.length;
-      const tokens = Uint32Array.from(request.tokens.slice(request.done, request.done + count));
-      const logits = addon.addToBatch(sequence._sequenceId, sequence._nextTokenIndex, tokens, last ? Uint32Array.of(count - 1) : new Uint32Array(0));
-      if (last) item.logit = logits[0];
+    let decoded: Promise<void>;
+    try {
+      addon.initBatch(items.reduce((sum, item) => sum + item.count, 0));
+      for (const item of items) {
+        const { request, count } = item;
+        const { sequence } = request;
+        const last = request.done + count === request.tokens.length;
+        const tokens = Uint32Array.from(request.tokens.slice(request.done, request.done + count));
+        const logits = addon.addToBatch(sequence._sequenceId, sequence._nextTokenIndex, tokens, last ? Uint32Array.of(count - 1) : new Uint32Array(0));
+        if (last) item.logit = logits[0];
+      }
+      decoded = addon.decodeBatch();
+    } catch (err) {
+      return this.fail(items, err); // nothing was queued
     }
-    const decoded = addon.decodeBatch();
     // Sampling starts each sequence's sampler (its config can throw: that request fails alone).
     const startSampling = () => {
       for (const item of items) {
@@ -158,11 +164,7 @@ export class DecodeLoop {
       await decoded;
     } catch (err) {
       await Promise.allSettled(items.map((item) => item.sampled));
-      for (const { request } of items) {
-        this.remove(request);
-        request.reject(err);
-      }
-      return;
+      return this.fail(items, err);
     }
     if (!sampleBehindDecode) startSampling();
     for (const item of items) {
@@ -213,6 +215,20 @@ export class DecodeLoop {
     return several;
   }
 
+  /**
+   * The requests of a step that could not be decoded fail; the others stay queued. Whatever the
+   * failed decode left in the KV cache past what each sequence records is removed, so that the
+   * sequence's next request finds the cache as its tokens say.
+   */
+  private fail(items: readonly Item[], err: unknown): void {
+    const addon = (this.context as unknown as ContextInternals)._ctx;
+    for (const { request } of items) {
+      this.remove(request);
+      addon.removeTokenCellsFromSequence(request.sequence._sequenceId, request.sequence._nextTokenIndex, -1);
+      request.reject(err);
+    }
+  }
+
   private remove(request: Request): void {
     const index = this.queue.indexOf(request);
     if (index >= 0) this.queue.splice(index, 1);
@@ -251,8 +267,8 @@ export function fastEvaluate(sequence: LlamaContextSequence, loop: DecodeLoop, p
     const sampler = new AddonSampler(inner.model._model);
     // As node-llama-cpp's LlamaSampler.applyConfig: DRY's sequence breakers go to the addon only when they change.
     let breakers: unknown;
-    // The addon acts only on what changed, so a config equal to the last one is not passed again
-    // (its ~30 property reads cost ~10 µs a token); with a repeat penalty, the tokens change each time.
+    // The addon acts only on what changed, so a config equal to the last one is not passed again (the
+    // addon reads its ~30 properties each time); with a repeat penalty, the tokens change each time.
     let applied: SamplerConfig | undefined;
     // Options without functions (no repeat penalty, a fixed seed) resolve to the same config each time.
     const fixed = Number.isFinite(options.seed) && ![options.repeatPenalty && options.repeatPenalty.punishTokens, options.grammarEvaluationState, options.tokenBias].some((o) => typeof o === "function");
@@ -270,7 +286,8 @@ export function fastEvaluate(sequence: LlamaContextSequence, loop: DecodeLoop, p
     let pending = tokens;
     try {
       while (pending.length > 0) {
-        // A context shift is node-llama-cpp's: it takes over for the rest of this evaluation.
+        // A context shift is node-llama-cpp's: it takes over for the rest of this evaluation (with a
+        // sampler of its own). LlamaCompletion and LlamaChat shift the context themselves before that.
         if (inner._nextTokenIndex + pending.length > context.contextSize - 1) return yield* original(pending, options);
         const paused = pause()?.waiting;
         if (paused) await paused;
