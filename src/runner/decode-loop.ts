@@ -19,11 +19,12 @@
  * sample exactly as before. What this loop does not do goes to node-llama-cpp's `evaluate`
  * unchanged: a sequence with a token predictor (speculative decoding), a model that needs context
  * checkpoints (SWA, hybrid or recurrent memory), and tokens that would not fit in the context (its
- * context shift). Built on node-llama-cpp 3.22.1's internals (`_ctx`, `_sequenceId`,
+ * context shift). The sequence's token meter counts as node-llama-cpp counts. Built on node-llama-cpp
+ * 3.22.1's internals (`_ctx`, `_sequenceId`,
  * `_nextTokenIndex`, `_contextTokens`, `_resolveSamplerConfig`); the version is pinned.
  */
 import { DisposedError, withLock } from "lifecycle-utils";
-import type { LlamaContext, LlamaContextSequence, Token } from "node-llama-cpp";
+import type { LlamaContext, LlamaContextSequence, Token, TokenMeter } from "node-llama-cpp";
 import type { PauseSwitch } from "./flow.js";
 
 type Evaluate = LlamaContextSequence["evaluate"];
@@ -55,6 +56,7 @@ interface SequenceInternals {
   _resolveSamplerConfig(options: EvaluateOptions): unknown;
   model: { _llama: { _bindings: { AddonSampler: new (model: unknown) => AddonSampler } }; _model: unknown };
   tokenPredictor: unknown;
+  tokenMeter: TokenMeter;
   needsCheckpoints: boolean;
   disposed: boolean;
   context: ContextInternals;
@@ -142,6 +144,9 @@ export class DecodeLoop {
         const tokens = Uint32Array.from(request.tokens.slice(request.done, request.done + count));
         const logits = addon.addToBatch(sequence._sequenceId, sequence._nextTokenIndex, tokens, last ? Uint32Array.of(count - 1) : new Uint32Array(0));
         if (last) item.logit = logits[0];
+        // As node-llama-cpp counts them (LlamaChat's results read the output count).
+        sequence.tokenMeter.useTokens(last ? count - 1 : count, "input");
+        sequence.tokenMeter.useTokens(last ? 1 : 0, "output");
       }
       decoded = addon.decodeBatch();
     } catch (err) {

@@ -85,10 +85,11 @@ t.test("tool calls", async (t) => {
         ],
       });
       t.equal(res.status, 200);
-      return (await res.json()) as { message: { role: string; content: string }; prompt_eval_count: number; done: boolean };
+      return (await res.json()) as { message: { role: string; content: string }; prompt_eval_count: number; eval_count: number; done: boolean };
     };
     const a = await chat("21 degrees");
     t.match(a, { done: true, message: { role: "assistant", content: String } });
+    t.ok(a.eval_count >= 1 && a.eval_count <= 4, `eval_count counts the generated tokens (${a.eval_count}, num_predict 4)`);
     const b = await chat("21 degrees, clear sky, light breeze from the west, low humidity, no rain expected today");
     t.ok(b.prompt_eval_count > a.prompt_eval_count, "the tool result is rendered into the prompt");
   });

@@ -2,7 +2,7 @@
  * lmd's decode loop (src/runner/decode-loop.ts) generates exactly what node-llama-cpp's own
  * `evaluate` generates: the same tokens for greedy, seeded, penalized and grammar-constrained
  * sampling, across prompts longer than a batch and context shifts, and leaves the sequence in the
- * same state (its tokens, the prompt cache of the next request). What it does not do itself
+ * same state (its tokens, its token meter, the prompt cache of the next request). What it does not do itself
  * (speculative decoding) goes to node-llama-cpp. Each case generates on two sequences of one
  * context, one with the loop and one without, one after the other (the same batch shapes).
  */
@@ -17,8 +17,11 @@ type Options = Parameters<LlamaCompletion["generateCompletionWithMeta"]>[1];
 
 async function run(sequence: LlamaContextSequence, prompt: string, options: Options) {
   const tokens: Token[] = [];
+  const before = sequence.tokenMeter.getState();
   const result = await new LlamaCompletion({ contextSequence: sequence }).generateCompletionWithMeta(prompt, { ...options, onToken: (t) => tokens.push(...t) });
-  return { tokens, text: result.response, stop: result.metadata.stopReason, state: sequence.contextTokens };
+  const after = sequence.tokenMeter.getState();
+  const meter = { input: after.usedInputTokens - before.usedInputTokens, output: after.usedOutputTokens - before.usedOutputTokens };
+  return { tokens, text: result.response, stop: result.metadata.stopReason, state: sequence.contextTokens, meter };
 }
 
 /** A context of two sequences: `fast` decodes on lmd's loop, `plain` on node-llama-cpp's evaluate. */
@@ -53,6 +56,7 @@ t.test("the same tokens as node-llama-cpp's evaluate, for each kind of sampling"
     t.equal(b.text, a.text, `${name}: the same text`);
     t.equal(b.stop, a.stop, `${name}: the same stop reason (${a.stop})`);
     t.same(b.state, a.state, `${name}: the sequence holds the same tokens`);
+    t.same(b.meter, a.meter, `${name}: the token meter counts the same (${JSON.stringify(a.meter)})`);
   }
 });
 
