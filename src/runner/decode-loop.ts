@@ -96,8 +96,22 @@ export class DecodeLoop {
   private running = false;
   /** The last step left single tokens for this one (see select). */
   private deferredSingles = false;
+  /** When the last decode was queued (performance.now()). */
+  private lastDecodeAt = -Infinity;
 
-  constructor(private readonly context: LlamaContext) {}
+  /**
+   * @param onDecode called right after each decode is queued, with the time since the one before
+   * (ms): the moment to write output gathered meanwhile, while the decode runs (runner/child.ts).
+   */
+  constructor(
+    private readonly context: LlamaContext,
+    private readonly onDecode?: (sinceLastMs: number) => void,
+  ) {}
+
+  /** True while a step is waiting for the context or decoding. */
+  get busy(): boolean {
+    return this.running;
+  }
 
   /** Decodes `tokens` after what the sequence holds; resolves to the token sampled after the last one. */
   next(sequence: SequenceInternals, tokens: Token[], sample: (logit: number) => Promise<number>): Promise<number> {
@@ -165,6 +179,9 @@ export class DecodeLoop {
       }
     };
     if (sampleBehindDecode) startSampling();
+    const now = performance.now();
+    this.onDecode?.(now - this.lastDecodeAt);
+    this.lastDecodeAt = now;
     try {
       await decoded;
     } catch (err) {
