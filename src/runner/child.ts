@@ -36,6 +36,7 @@ import { autoThreads } from "../cpu.js";
 import { beginSpeculation, slotPredictors, type DraftResources } from "./speculative.js";
 import { pausable, PauseSwitch } from "./flow.js";
 import { DecodeLoop, fastEvaluate } from "./decode-loop.js";
+import { Outbox } from "./outbox.js";
 
 let loaded: Loaded | undefined;
 /** Resolves the wait after an `estimate` message (the parent's `admit`). */
@@ -50,78 +51,20 @@ function post(msg: FromRunner): void {
   if (process.connected) process.send?.(msg);
 }
 
-/**
- * How long output (`chunk`, `thinking`) after a job's first waits before it is written to the
- * parent (SERVICE_STREAM_INTERVAL, from the load spec). On a small host every microsecond of CPU
- * spent per token, in this process, the daemon or the client, is taken from the decoding threads:
- * work moved into a decode slows it by as much (docs/benchmarks.md, "Gathering a stream's tokens").
- * Each write also wakes the daemon, which then reads, parses and writes one HTTP chunk. Gathering
- * the output of ~10 ms (a few steps of one stream, every sequence's tokens of those steps) into one
- * message costs a fraction of that per token; a client sees its tokens in groups about that far
- * apart. 0 writes each one at once.
- *
- * Gathered output is written right after the decode loop queues a step (`flushAtDecode`) once it
- * would otherwise wait past the interval before the next step, so that the write overlaps the
- * decode rather than delaying the next one, and a model slower than the interval (a step per token
- * longer than it) gets each token at once. The timer writes what waits when no step follows (the
- * end of a generation, a paused job, node-llama-cpp's own decoding of speculative jobs); when it
- * fires during a step, it leaves the write to the next step once, for at most one more interval.
- */
-let outputDelayMs = 10;
-/** Output waiting to be written, and when the oldest of it was queued (performance.now()). */
-let outbox: FromRunner[] = [];
-let outboxSince = 0;
-let outboxTimer: NodeJS.Timeout | undefined;
-/** The timer already left the write to the next step once. */
-let outboxDeferred = false;
 /** The decode loop of the loaded model's context. */
 let decodeLoop: DecodeLoop | undefined;
-/** Jobs that have sent output: a job's first output goes at once (its time to first token). */
-const started = new Set<number>();
+/** Output after a job's first is gathered for SERVICE_STREAM_INTERVAL (runner/outbox.ts). */
+const outbox = new Outbox({
+  post,
+  now: () => performance.now(),
+  setTimer: (callback, ms) => setTimeout(callback, ms),
+  clearTimer: (timer) => clearTimeout(timer as NodeJS.Timeout),
+  busy: () => decodeLoop?.busy === true,
+});
 
-function flush(): void {
-  clearTimeout(outboxTimer);
-  outboxTimer = undefined;
-  outboxDeferred = false;
-  const messages = outbox;
-  outbox = [];
-  if (messages.length > 1) post({ type: "batch", messages });
-  else if (messages.length === 1) post(messages[0]!);
-}
-
-function onOutboxTimer(): void {
-  if (decodeLoop?.busy && !outboxDeferred) {
-    outboxDeferred = true;
-    outboxTimer = setTimeout(onOutboxTimer, outputDelayMs);
-    return;
-  }
-  flush();
-}
-
-/** The decode loop queued a step `sinceLastMs` after the one before: write what would wait too long. */
-function flushAtDecode(sinceLastMs: number): void {
-  if (outbox.length > 0 && performance.now() - outboxSince + sinceLastMs >= outputDelayMs) flush();
-}
-
-/**
- * Sends a message to the parent. A job's output after its first is gathered (outputDelayMs);
- * anything else goes at once, after the output gathered before it (the order of a job's messages is
- * kept).
- */
+/** Sends a message to the parent, through the outbox. */
 function send(msg: FromRunner): void {
-  if (msg.type === "chunk" || msg.type === "thinking") {
-    if (started.has(msg.id) && outputDelayMs > 0) {
-      if (outbox.length === 0) {
-        outboxSince = performance.now();
-        outboxTimer = setTimeout(onOutboxTimer, outputDelayMs);
-      }
-      outbox.push(msg);
-      return;
-    }
-    started.add(msg.id);
-  } else if ("id" in msg) started.delete(msg.id);
-  flush();
-  post(msg);
+  outbox.send(msg);
 }
 
 function log(level: "debug" | "info" | "warn" | "error", msg: string, data?: Record<string, unknown>): void {
@@ -137,7 +80,7 @@ function clientSafe(err: unknown, modelFile?: string): string {
 
 async function load(requested: LoadSpec): Promise<void> {
   let spec = requested;
-  if (spec.streamIntervalMs !== undefined) outputDelayMs = spec.streamIntervalMs;
+  if (spec.streamIntervalMs !== undefined) outbox.intervalMs = spec.streamIntervalMs;
   if (spec.threads <= 0) {
     const chosen = await autoThreads();
     log("info", "threads chosen from the free cores", chosen);
@@ -203,7 +146,7 @@ async function load(requested: LoadSpec): Promise<void> {
   }
   const predictors = spec.speculation ? slotPredictors(spec.speculation, spec.sequences, draft) : [];
   const slots: Slot[] = [];
-  decodeLoop = new DecodeLoop(context, flushAtDecode);
+  decodeLoop = new DecodeLoop(context, (sinceLastMs) => outbox.atDecode(sinceLastMs));
   for (let i = 0; i < spec.sequences; i++) {
     const predictor = predictors[i];
     const sequence = context.getSequence(predictor ? { tokenPredictor: predictor } : {});

@@ -101,7 +101,7 @@ export class DecodeLoop {
 
   /**
    * @param onDecode called right after each decode is queued, with the time since the one before
-   * (ms): the moment to write output gathered meanwhile, while the decode runs (runner/child.ts).
+   * (ms): the moment to write output gathered meanwhile, while the decode runs (runner/outbox.ts).
    */
   constructor(
     private readonly context: LlamaContext,

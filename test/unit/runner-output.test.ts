@@ -1,5 +1,5 @@
 /**
- * How the runner writes its output to the parent (src/runner/child.ts, outputDelayMs): a job's first
+ * How the runner writes its output to the parent (src/runner/outbox.ts, through a real runner): a job's first
  * token at once, later ones gathered for SERVICE_STREAM_INTERVAL (the load spec's streamIntervalMs)
  * into one message, written right after the decode loop queues a step, while it decodes, rather than
  * between two steps. A step
