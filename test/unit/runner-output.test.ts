@@ -1,12 +1,12 @@
 /**
- * How the runner writes its output to the parent (src/runner/outbox.ts, through a real runner): a job's first
- * token at once, later ones gathered for SERVICE_STREAM_INTERVAL (the load spec's streamIntervalMs)
- * into one message, written right after the decode loop queues a step, while it decodes, rather than
- * between two steps. A step
- * ends with each sequence sampling its token; the next one starts once every sequence queued its
- * next token, and a pipe write in between (0.2–0.5 ms on a 2-core VM when it wakes the parent)
- * delayed every step. Not timing tests: they check which messages carry which tokens and when the
- * writes happen (test/helpers/runner-trace.mjs marks each one).
+ * How the runner writes its output to the parent (src/runner/outbox.ts, through a real runner): a
+ * job's first token at once, later ones gathered for SERVICE_STREAM_INTERVAL (the load spec's
+ * streamIntervalMs) into one message, written right after the decode loop queues a step, while it
+ * decodes, rather than between two steps. A step ends with each sequence sampling its token; the
+ * next one starts once every sequence queued its next token, and a pipe write in between (0.2–0.5
+ * ms on a 2-core VM when it wakes the parent) delayed every step. Not timing tests: they check
+ * which messages carry which tokens and when the writes happen (test/helpers/runner-trace.mjs
+ * marks each one).
  */
 import t from "tap";
 import { storyJob, tracedRunner, type Traced } from "../helpers/traced-runner.js";
