@@ -119,30 +119,33 @@ t.test("two sequences on the loop and one on node-llama-cpp share a context", as
   t.same(results[0]!.tokens, alone.tokens, "a sequence's tokens do not depend on the others in its batches");
 });
 
-t.test("a failed decode fails its request alone; the sequence's next request decodes as before", async (t) => {
-  const { plain, fast, context } = await pair(t);
-  const a = await run(plain, "once upon a time", { maxTokens: 24, temperature: 0.8, seed: 4 });
-  const holder = context as unknown as { _ctx: Record<string, (...args: unknown[]) => unknown> };
-  const native = holder._ctx;
-  let failures = 0;
-  holder._ctx = new Proxy(native, {
-    get(target, key) {
-      const value = target[key as string];
-      // The decode runs (it fills the cache), and then reports a failure: the worst case for the cache.
-      if (key === "decodeBatch" && failures === 0)
-        return () => (value!.apply(target, []) as Promise<void>).then(() => {
-          failures++;
-          throw new Error("decode failed (injected)");
-        });
-      return typeof value === "function" ? value.bind(target) : value;
-    },
+for (const decoder of ["lmd's decode loop", "node-llama-cpp's dispatcher (patches/)"] as const) {
+  t.test(`${decoder}: a failed decode fails its request alone; the sequence's next request decodes as before`, async (t) => {
+    const { plain, fast, context } = await pair(t);
+    const [reference, tested] = decoder === "lmd's decode loop" ? [plain, fast] : [fast, plain];
+    const a = await run(reference, "once upon a time", { maxTokens: 24, temperature: 0.8, seed: 4 });
+    const holder = context as unknown as { _ctx: Record<string, (...args: unknown[]) => unknown> };
+    const native = holder._ctx;
+    let failures = 0;
+    holder._ctx = new Proxy(native, {
+      get(target, key) {
+        const value = target[key as string];
+        // The decode runs (it fills the cache), and then reports a failure: the worst case for the cache.
+        if (key === "decodeBatch" && failures === 0)
+          return () => (value!.apply(target, []) as Promise<void>).then(() => {
+            failures++;
+            throw new Error("decode failed (injected)");
+          });
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    await t.rejects(run(tested, "once upon a time", { maxTokens: 24, temperature: 0.8, seed: 4 }), /decode failed \(injected\)/, "the request fails");
+    t.equal(failures, 1, "one decode failed");
+    const b = await run(tested, "once upon a time", { maxTokens: 24, temperature: 0.8, seed: 4 });
+    t.same(b.tokens, a.tokens, "the next request generates the same tokens");
+    t.same(b.state, a.state, "the sequence holds the same tokens");
   });
-  await t.rejects(run(fast, "once upon a time", { maxTokens: 24, temperature: 0.8, seed: 4 }), /decode failed \(injected\)/, "the request fails");
-  t.equal(failures, 1, "one decode failed");
-  const b = await run(fast, "once upon a time", { maxTokens: 24, temperature: 0.8, seed: 4 });
-  t.same(b.tokens, a.tokens, "the next request generates the same tokens");
-  t.same(b.state, a.state, "the sequence holds the same tokens");
-});
+}
 
 t.test("a sequence with a token predictor is decoded by node-llama-cpp", async (t) => {
   const { context } = await tinyContext(t, 512, 1);
