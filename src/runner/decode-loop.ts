@@ -19,9 +19,9 @@
  * sample exactly as before. What this loop does not do goes to node-llama-cpp's `evaluate`
  * unchanged: a sequence with a token predictor (speculative decoding), a model that needs context
  * checkpoints (SWA, hybrid or recurrent memory), and tokens that would not fit in the context (its
- * context shift). The sequence's token meter counts as node-llama-cpp counts. Built on node-llama-cpp
- * 3.22.1's internals (`_ctx`, `_sequenceId`,
- * `_nextTokenIndex`, `_contextTokens`, `_resolveSamplerConfig`); the version is pinned.
+ * context shift). The sequence's token meter counts as node-llama-cpp counts. Built on
+ * node-llama-cpp 3.22.1's internals (`_ctx`, `_sequenceId`, `_nextTokenIndex`, `_contextTokens`,
+ * `_resolveSamplerConfig`); the version is pinned.
  */
 import { DisposedError, withLock } from "lifecycle-utils";
 import type { LlamaContext, LlamaContextSequence, Token, TokenMeter } from "node-llama-cpp";
