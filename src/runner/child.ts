@@ -37,6 +37,7 @@ import { beginSpeculation, slotPredictors, type DraftResources } from "./specula
 import { pausable, PauseSwitch } from "./flow.js";
 import { DecodeLoop, fastEvaluate } from "./decode-loop.js";
 import { Outbox } from "./outbox.js";
+import { generateText, plainTriggers, type GenerationOptions, type GenerationResult } from "./generation.js";
 
 let loaded: Loaded | undefined;
 /** Resolves the wait after an `estimate` message (the parent's `admit`). */
@@ -204,6 +205,22 @@ function promptTokens(l: Loaded, job: GenerateJob): { tokens: Token[]; stopTrigg
   return { tokens: [...((job.prompt.context ?? []) as Token[]), ...tokens], stopTriggers };
 }
 
+/** The generation on node-llama-cpp's LlamaCompletion, for stop triggers that are not plain text. */
+async function completeWith(completion: LlamaCompletion, tokens: Token[], o: GenerationOptions, stopTriggers: LlamaText[]): Promise<GenerationResult> {
+  const { metadata } = await completion.generateCompletionWithMeta(tokens, {
+    signal: o.signal,
+    stopOnAbortSignal: true,
+    ...(o.fillContext ? { disableContextShift: true } : {}),
+    ...(o.maxTokens !== undefined ? { maxTokens: o.maxTokens } : {}),
+    ...o.sampling,
+    ...(o.grammar ? { grammar: o.grammar } : {}),
+    customStopTriggers: [...o.stop, ...stopTriggers],
+    onToken: o.onToken,
+    onTextChunk: o.onTextChunk,
+  });
+  return { stopReason: metadata.stopReason, stop: stopSequenceOf(metadata) };
+}
+
 /** The free slot whose evaluated tokens share the longest prefix with `tokens` (the prompt cache). */
 function pickSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: number } | undefined {
   let best: { slot: Slot; cached: number } | undefined;
@@ -285,27 +302,22 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
     if (job.logprobs !== undefined) recorder = new LogprobRecorder(slot.sequence, l.model, job.logprobs);
     // onToken and onTextChunk are called in pairs for the same tokens: the chunk carries their logprobs.
     let pending: TokenLogprob[] | undefined;
-    const result = await slot.completion.generateCompletionWithMeta(tokens, {
-      signal: abort.signal,
-      stopOnAbortSignal: true,
-      ...(job.fillContext ? { disableContextShift: true } : {}),
-      ...(job.maxTokens !== undefined ? { maxTokens: job.maxTokens } : {}),
-      ...samplingOptions(job.sampling, contextSize),
-      ...(grammar ? { grammar } : {}),
-      customStopTriggers: [...job.stop, ...stopTriggers],
-      onToken: (t) => {
-        firstToken ??= process.hrtime.bigint();
-        generated.push(...t);
-        if (recorder) pending = [...(pending ?? []), ...recorder.take(t)];
-      },
-      onTextChunk: (text) => {
-        if (text || pending?.length) send({ type: "chunk", id, text, ...(pending ? { logprobs: pending } : {}) });
-        pending = undefined;
-      },
-    });
+    const onToken = (t: Token[]) => {
+      firstToken ??= process.hrtime.bigint();
+      generated.push(...t);
+      if (recorder) pending = [...(pending ?? []), ...recorder.take(t)];
+    };
+    const onTextChunk = (text: string) => {
+      if (text || pending?.length) send({ type: "chunk", id, text, ...(pending ? { logprobs: pending } : {}) });
+      pending = undefined;
+    };
+    const options = { signal: abort.signal, maxTokens: job.maxTokens, fillContext: job.fillContext, sampling: samplingOptions(job.sampling, contextSize), stop: job.stop, grammar, onToken, onTextChunk };
+    // lmd's own generation (Ollama's stop rules) where every stop is plain text; a chat template's
+    // stop triggers (special tokens among them) go through node-llama-cpp's completion.
+    const { stopReason: reason, stop } =
+      stopTriggers.length > 0 || plainTriggers(grammar) === undefined ? await completeWith(slot.completion, tokens, options, stopTriggers) : await generateText(slot.sequence, tokens, options);
     const end = process.hrtime.bigint();
     const firstAt = firstToken ?? end;
-    const reason = result.metadata.stopReason;
     const stats: GenerateStats = {
       promptTokens: evaluated.length,
       promptEvalCount: evaluated.length - cached,
@@ -316,7 +328,7 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
       context: [...tokens, ...generated],
       truncatedTokens: truncatedTokens + (job.droppedTokens ?? 0),
       // The chat wrapper's own triggers are custom ones here too: only the request's count.
-      stopSequence: ((seq) => (seq !== undefined && job.stop.includes(seq) ? seq : undefined))(stopSequenceOf(result.metadata)),
+      stopSequence: stop !== undefined && job.stop.includes(stop) ? stop : undefined,
       draft: speculation(),
     };
     send({ type: "done", id, stats });

@@ -135,6 +135,14 @@ t.test("generation on the real runner", async (t) => {
     t.equal(cut.done_reason, "stop");
     t.notOk(cut.response.includes(stop), `output does not contain the stop sequence '${stop}'`);
     t.ok(full.response.startsWith(cut.response), "output is the text before the stop sequence");
+    t.equal(cut.response, full.response.slice(0, full.response.indexOf(stop)), "all of the text before it");
+    // As in Ollama, a stop that starts with a space matches too: the tiny model's vocabulary is
+    // SentencePiece's, where a word's token reads without its space alone (it never matched before).
+    const spaced = ` ${stop}`;
+    t.ok(full.response.includes(spaced), `'${spaced}' is in the output`);
+    const cut2 = await gen({ prompt: "The weather today", options: { ...greedy, num_predict: 24, stop: [spaced] } });
+    t.equal(cut2.done_reason, "stop", `'${spaced}' stopped the generation`);
+    t.equal(cut2.response, full.response.slice(0, full.response.indexOf(spaced)), "the text before it");
   });
 
   t.test("format json output parses", async (t) => {
