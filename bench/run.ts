@@ -74,7 +74,7 @@ const loadBefore = os.loadavg().map((l) => l.toFixed(2)).join(" ");
 const tokens = args.quick ? 32 : Number(args.tokens);
 const cache = args.cache;
 /** Tokens each side generates in its measured workload before it is measured (docs/benchmarks.md, "The warm-up"). */
-const warmUpTokens = args.quick ? 2 * tokens : 2048;
+const warmUpTokens = args.quick ? 2 * tokens : 6144;
 const sampling: Sampling = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, seed: 1, repeat_penalty: 1 };
 
 const log = (msg: string) => process.stderr.write(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${msg}\n`);
@@ -178,7 +178,7 @@ async function main(): Promise<void> {
     await lmdGenerate(lmd.url, { model: "bench", prompt: "", stream: false });
     const rss = { loaded: rssMb(lmd.child.pid), runner: runnerPids(lmd.child.pid).map(rssMb).reduce((a, b) => a + b, 0) };
     if (server) await llamaServerDecode(server.url, "warm up", 4, sampling);
-    // Warm up with the measured workload: a fresh runner's first ~2,500 tokens run slower (V8
+    // Warm up with the measured workload: a fresh daemon's first ~5,000 tokens run slower (V8
     // compiling the per-token JavaScript on background threads), and a daemon in service is long past them.
     for (let i = 0; i < Math.ceil(warmUpTokens / tokens); i++) {
       await lmdDecode(lmd.url, `warm up ${i}`, tokens, 1, sampling);

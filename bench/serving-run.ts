@@ -77,7 +77,7 @@ async function measure(ctx: ServingContext, n: number, add: (k: string, v: numbe
   const targets: [ServerKind, string][] = [["lmd", lmd.url], ...(server ? [["llama-server", server.url] as [ServerKind, string]] : [])];
   const decode = (kind: ServerKind, url: string, round: number) =>
     kind === "lmd" ? lmdDecode(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling).then((r) => r.streams) : llamaServerStreams(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling);
-  // Load, then warm up with the measured workload: a fresh runner's first ~2,500 tokens run slower
+  // Load, then warm up with the measured workload: a fresh daemon's first ~5,000 tokens run slower
   // while V8 compiles its per-token JavaScript on background threads, which take CPU time from the
   // decoding threads (docs/benchmarks.md, "The warm-up"); llama-server has no such ramp.
   const warmUps = Math.max(2, Math.ceil(ctx.warmUpTokens / (n * ctx.tokens)));
