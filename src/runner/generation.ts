@@ -1,8 +1,9 @@
 /**
  * A text generation on one sequence with Ollama's stop rules (issue 15): what node-llama-cpp's
  * `LlamaCompletion.generateCompletionWithMeta` does for a token prompt, without its per-token
- * machinery (a stream regulator, two stop detectors, four native detokenize calls per token), which
- * cost ~3.5 % of decode speed at one and at four streams on the 2-vCPU host (docs/benchmarks.md).
+ * machinery (a stream regulator, two stop detectors, four native detokenize calls per token): the
+ * main thread's CPU per token on the 2-vCPU host went from 175 to 139 µs at one stream and from 74
+ * to 58 µs at four (docs/benchmarks.md, 2026-11-25's fourth stop).
  *
  * The same as node-llama-cpp, token for token: the BOS it prepends, the prompt cache (the sequence
  * keeps the longest common prefix), the sampling options and the repeat penalty over the tokens
@@ -114,8 +115,7 @@ function endsWithStopStart(text: string, stops: readonly string[]): boolean {
 /** Generates after `prompt` (without the BOS) on `sequence`; see the module comment. */
 export async function generateText(sequence: LlamaContextSequence, prompt: readonly Token[], options: GenerationOptions): Promise<GenerationResult> {
   const { model, context } = sequence;
-  const { signal, sampling, onToken, onTextChunk } = options;
-  const { grammar } = options;
+  const { signal, sampling, grammar, onToken, onTextChunk } = options;
   const grammarStops = plainTriggers(grammar) ?? [];
   const stops = [...options.stop, ...grammarStops].filter((s) => s !== "");
   const eos = extraEosTokens(model);
@@ -157,8 +157,7 @@ export async function generateText(sequence: LlamaContextSequence, prompt: reado
     yieldEogToken: true,
   };
   const textOf = (tokens: readonly Token[]) => model.detokenize(tokens, false, out);
-  const release = (tokens: Token[], text: string) => {
-    if (tokens.length === 0) return;
+  const emit = (tokens: Token[], text: string) => {
     onToken(tokens);
     onTextChunk(text);
     out.push(...tokens);
@@ -168,12 +167,7 @@ export async function generateText(sequence: LlamaContextSequence, prompt: reado
     let n = 0;
     while (n < held.length && textOf(held.slice(0, n + 1)).length <= index) n++;
     const text = textOf(held).slice(0, index);
-    if (n > 0 || text) {
-      const tokens = held.slice(0, n);
-      onToken(tokens);
-      onTextChunk(text);
-      out.push(...tokens);
-    }
+    if (n > 0 || text) emit(held.slice(0, n), text);
     held = [];
   };
 
@@ -205,9 +199,8 @@ export async function generateText(sequence: LlamaContextSequence, prompt: reado
       const partial = text.endsWith(REPLACEMENT) && held.length < MAX_PARTIAL_TOKENS && !model.isSpecialToken(token);
       if (last) releaseBefore(Infinity);
       else if (!(partial || endsWithStopStart(text, stops))) {
-        const tokens = held;
+        emit(held, text);
         held = [];
-        release(tokens, text);
       }
       if (signal.aborted) return { stopReason: "abort" };
       if (last) return { stopReason: "maxTokens" };
