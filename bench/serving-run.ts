@@ -131,7 +131,11 @@ async function busyHost(ctx: ServingContext, add: (k: string, v: number) => void
   const tokens = Math.min(ctx.tokens, 64);
   const hogSeconds = 120; // a bound even if the benchmark dies before it kills the hog
   const chosen: Record<string, string> = {};
-  const warm = (d: Daemon) => lmdSingle(d.url, "bench", 4, ctx.sampling, -1);
+  // Each daemon warms up like the other blocks' (~6,144 tokens, Method): with the hog, V8 compiling a
+  // cold daemon's JavaScript competes with the one decoding thread for the one free core.
+  const warm = async (d: Daemon) => {
+    for (let i = 0; i < Math.ceil(ctx.warmUpTokens / 512); i++) await lmdSingle(d.url, "bench", Math.min(512, ctx.warmUpTokens), ctx.sampling, -1 - i);
+  };
   for (const threads of Array.from({ length: cores() }, (_, i) => String(i + 1))) {
     const lmd = await ctx.startLmd({ SERVICE_THREADS: threads, SERVICE_KEEP_ALIVE: "-1" });
     await warm(lmd);
