@@ -26,6 +26,7 @@ import type { JobRuntime, Loaded, Slot } from "./runtime.js";
 import { samplingOptions, stopSequenceOf } from "./sampling.js";
 import { LogprobRecorder } from "./logprobs.js";
 import { beginSpeculation } from "./speculative.js";
+import { keepFirstSpace } from "./generation.js";
 import { CONTEXT_EXCEEDED } from "./protocol.js";
 import { PauseSwitch } from "./flow.js";
 import { withThinkingForm } from "./thinking-form.js";
@@ -180,6 +181,7 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     const start = process.hrtime.bigint();
     let firstToken: bigint | undefined;
     const first = () => void (firstToken ??= process.hrtime.bigint());
+    const keep = keepFirstSpace(l.model);
     const maxTokens = job.fillContext ? Math.max(1, contextSize - tokens.length) : job.maxTokens;
     const result = await chat.generateResponse(history, {
       signal: abort.signal,
@@ -192,8 +194,9 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
       onResponseChunk: (chunk) => {
         first();
         if (!chunk.text) return;
-        if (chunk.type === undefined) rt.send({ type: "chunk", id, text: chunk.text, ...(recorder ? { logprobs: recorder.take(chunk.tokens) } : {}) });
-        else if (chunk.segmentType === "thought") rt.send({ type: "thinking", id, text: chunk.text });
+        const text = keep(chunk.tokens, chunk.text);
+        if (chunk.type === undefined) rt.send({ type: "chunk", id, text, ...(recorder ? { logprobs: recorder.take(chunk.tokens) } : {}) });
+        else if (chunk.segmentType === "thought") rt.send({ type: "thinking", id, text });
       },
     });
     const end = process.hrtime.bigint();

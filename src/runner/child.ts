@@ -37,7 +37,7 @@ import { beginSpeculation, slotPredictors, type DraftResources } from "./specula
 import { pausable, PauseSwitch } from "./flow.js";
 import { DecodeLoop, fastEvaluate } from "./decode-loop.js";
 import { Outbox } from "./outbox.js";
-import { generateText, plainTriggers, type GenerationOptions, type GenerationResult } from "./generation.js";
+import { generateText, keepFirstSpace, plainTriggers, type GenerationOptions, type GenerationResult } from "./generation.js";
 
 let loaded: Loaded | undefined;
 /** Resolves the wait after an `estimate` message (the parent's `admit`). */
@@ -206,7 +206,9 @@ function promptTokens(l: Loaded, job: GenerateJob): { tokens: Token[]; stopTrigg
 }
 
 /** The generation on node-llama-cpp's LlamaCompletion, for stop triggers that are not plain text. */
-async function completeWith(completion: LlamaCompletion, tokens: Token[], o: GenerationOptions, stopTriggers: LlamaText[]): Promise<GenerationResult> {
+async function completeWith(completion: LlamaCompletion, model: LlamaModel, tokens: Token[], o: GenerationOptions, stopTriggers: LlamaText[]): Promise<GenerationResult> {
+  const keep = keepFirstSpace(model);
+  let since: Token[] = [];
   const { metadata } = await completion.generateCompletionWithMeta(tokens, {
     signal: o.signal,
     stopOnAbortSignal: true,
@@ -215,8 +217,14 @@ async function completeWith(completion: LlamaCompletion, tokens: Token[], o: Gen
     ...o.sampling,
     ...(o.grammar ? { grammar: o.grammar } : {}),
     customStopTriggers: [...o.stop, ...stopTriggers],
-    onToken: o.onToken,
-    onTextChunk: o.onTextChunk,
+    onToken: (t) => {
+      since.push(...t);
+      o.onToken(t);
+    },
+    onTextChunk: (text) => {
+      o.onTextChunk(keep(since, text));
+      since = [];
+    },
   });
   return { stopReason: metadata.stopReason, stop: stopSequenceOf(metadata) };
 }
@@ -315,7 +323,7 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
     // lmd's own generation (Ollama's stop rules) where every stop is plain text; a chat template's
     // stop triggers (special tokens among them) go through node-llama-cpp's completion.
     const { stopReason: reason, stop } =
-      stopTriggers.length > 0 || plainTriggers(grammar) === undefined ? await completeWith(slot.completion, tokens, options, stopTriggers) : await generateText(slot.sequence, tokens, options);
+      stopTriggers.length > 0 || plainTriggers(grammar) === undefined ? await completeWith(slot.completion, l.model, tokens, options, stopTriggers) : await generateText(slot.sequence, tokens, options);
     const end = process.hrtime.bigint();
     const firstAt = firstToken ?? end;
     const stats: GenerateStats = {

@@ -9,7 +9,8 @@
  * keeps the longest common prefix), the sampling options and the repeat penalty over the tokens
  * handed out, `maxTokens` (with `fillContext`, at most what fits), the end-of-generation tokens
  * (Gemma's extra ones included), the abort, and its context shift (a tenth of the context, the BOS
- * kept) when a generation reaches the context's end.
+ * kept) when a generation reaches the context's end. Its text differs in one place: the first
+ * token keeps its leading space, as in Ollama (see {@link leadTokens}).
  *
  * Stop sequences work as in Ollama's runner: the text not yet handed out is searched for each stop
  * (the first one in the request's order that occurs wins) and cut there; while its end could be the
@@ -65,6 +66,35 @@ function extraEosTokens(model: LlamaModel): ReadonlySet<Token> {
   found = set;
   extraEos.set(model, found);
   return found;
+}
+
+/**
+ * What a generation's first tokens are read after. llama.cpp drops the leading space of the first
+ * token it detokenizes on vocabularies that add one when they tokenize (SentencePiece: "▁there"
+ * reads "there" alone), and node-llama-cpp reads text after context tokens only when those have text
+ * of their own (a chat prompt ends with special tokens, which have none). Ollama's runners hand out
+ * each token's piece as it is (" there"): read after a token of plain text, the first keeps its space.
+ */
+const leads = new WeakMap<LlamaModel, Token[]>();
+function leadTokens(model: LlamaModel): Token[] {
+  let found = leads.get(model);
+  if (!found) leads.set(model, (found = model.tokenize("a", false).slice(-1)));
+  return found;
+}
+
+/**
+ * For the generations node-llama-cpp runs itself (chat prompts rendered by a GGUF template): their
+ * first text chunk with the leading space llama.cpp dropped given back (see {@link leadTokens}).
+ * Called with each chunk and the tokens since the chunk before; only the first chunk can change.
+ */
+export function keepFirstSpace(model: LlamaModel): (tokens: readonly Token[], text: string) => string {
+  let first = true;
+  return (tokens, text) => {
+    if (!first || text === "") return text;
+    first = false;
+    const read = model.detokenize(tokens, false, leadTokens(model));
+    return read === ` ${text}` ? read : text;
+  };
 }
 
 /** The token node-llama-cpp puts before a completion's input. */
@@ -156,7 +186,8 @@ export async function generateText(sequence: LlamaContextSequence, prompt: reado
     evaluationPriority: 5 as const,
     yieldEogToken: true,
   };
-  const textOf = (tokens: readonly Token[]) => model.detokenize(tokens, false, out);
+  const lead = leadTokens(model);
+  const textOf = (tokens: readonly Token[]) => model.detokenize(tokens, false, out.length > 0 ? out : lead);
   const emit = (tokens: Token[], text: string) => {
     onToken(tokens);
     onTextChunk(text);

@@ -19,6 +19,7 @@ import { callMessage, nodeLlamaCppRendering, question, resultMessage, tools } fr
 import { FAMILIES, familyModel, vocabPath } from "../helpers/families.js";
 import { llamaSrc } from "../helpers/llama-src.js";
 import { testGguf } from "../helpers/models.js";
+import { ollamaDecoder, sentencePiece } from "../helpers/pieces.js";
 
 /** llama.cpp's test vectors: inputs split on its separator, one line of token ids per input. */
 async function vectors(file: string): Promise<{ text: string; tokens: number[] }[]> {
@@ -69,6 +70,16 @@ t.test("real families: tokenizer vectors, template, rendering", async (t) => {
       t.equal(res.status, 200, body.error ?? "rendered");
       const expected = await renderings.get(f.name)!;
       t.equal(body._debug_info?.rendered_template, expected.text, `system, user, assistant and tool turns render as node-llama-cpp renders them (${expected.wrapper})`);
+
+      // SentencePiece (Phi-3's): the text is the tokens' pieces, the first token's leading space
+      // included, as Ollama sends them (the prompt rendered by the GGUF template, node-llama-cpp's completion).
+      if (await sentencePiece(files.get(f.name)!)) {
+        const decode = await ollamaDecoder(files.get(f.name)!);
+        const r = (await (await postJson(`${url}/api/generate`, { model: f.name, prompt: "Hello", stream: false, options: { temperature: 0, num_predict: 8 } })).json()) as { response: string; context: number[]; eval_count: number };
+        const generated = r.context.slice(-r.eval_count);
+        t.ok(decode(generated.slice(0, 1)).startsWith(" "), `the first token's piece starts with a space: ${JSON.stringify(decode(generated.slice(0, 1)))}`);
+        t.equal(r.response, decode(generated), "the response is the generated tokens' pieces");
+      }
     });
   }
 });

@@ -7,6 +7,8 @@ import t from "tap";
 import { assertError } from "../helpers/assert-error.js";
 import { postJson, readNdjson, startDaemon } from "../helpers/daemon.js";
 import { installGguf } from "../../src/store/install.js";
+import { testGguf } from "../helpers/models.js";
+import { ollamaDecoder } from "../helpers/pieces.js";
 
 const greedy = { temperature: 0, seed: 7, num_predict: 12 };
 
@@ -143,6 +145,23 @@ t.test("generation on the real runner", async (t) => {
     const cut2 = await gen({ prompt: "The weather today", options: { ...greedy, num_predict: 24, stop: [spaced] } });
     t.equal(cut2.done_reason, "stop", `'${spaced}' stopped the generation`);
     t.equal(cut2.response, full.response.slice(0, full.response.indexOf(spaced)), "the text before it");
+  });
+
+  t.test("the text is the tokens' pieces, the first one's leading space included (as Ollama)", async (t) => {
+    // The tiny model's vocabulary is SentencePiece's: llama.cpp reads a first token "▁there" as
+    // "there"; Ollama's runners send each token's piece as it is, " there".
+    const decode = await ollamaDecoder(await testGguf({ preset: "tiny" }));
+    for (const body of [{ prompt: "Once upon a time", raw: true }, { prompt: "The weather today" }]) {
+      const r = await gen({ ...body, options: greedy });
+      const generated = r.context.slice(-r.eval_count); // the context ends with the generated tokens
+      t.ok(decode(generated.slice(0, 1)).startsWith(" "), `the first token's piece starts with a space: ${JSON.stringify(decode(generated.slice(0, 1)))}`);
+      t.equal(r.response, decode(generated), `${JSON.stringify(body)}: the response is the pieces of the generated tokens`);
+      const streamed = await readNdjson(await postJson(`${url}/api/generate`, { model: "tiny", ...body, options: greedy }));
+      t.equal(streamed[0]!.response, decode(generated.slice(0, 1)), "streamed, the first chunk is the first token's piece");
+    }
+    const v1 = await postJson(`${url}/v1/completions`, { model: "tiny", prompt: "Once upon a time", temperature: 0, seed: 7, max_tokens: 12 });
+    const raw = await gen({ prompt: "Once upon a time", raw: true, options: greedy });
+    t.equal(((await v1.json()) as { choices: { text: string }[] }).choices[0]!.text, raw.response, "/v1/completions: the same text, its first space included");
   });
 
   t.test("format json output parses", async (t) => {

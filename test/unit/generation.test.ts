@@ -2,7 +2,9 @@
  * lmd's text generation (src/runner/generation.ts) generates what node-llama-cpp's LlamaCompletion
  * generates from the same tokens, seed and options (the tokens, the text and its chunks, the stop
  * reason, what the sequence holds after, the prompt cache of the next request, a context shift), and
- * applies stop sequences as Ollama does. Both run on lmd's decode loop, as in a runner.
+ * applies stop sequences as Ollama does. Both run on lmd's decode loop, as in a runner. Its text is
+ * what Ollama makes of the tokens: the first token keeps its leading space, which node-llama-cpp's
+ * text drops on SentencePiece vocabularies (the tiny model's).
  */
 import t, { type Test } from "tap";
 import { LlamaCompletion, type LlamaContextSequence, type LlamaGrammar, type Token } from "node-llama-cpp";
@@ -11,6 +13,8 @@ import { generateText, type GenerationOptions } from "../../src/runner/generatio
 import { samplingOptions } from "../../src/runner/sampling.js";
 import type { SamplingSpec } from "../../src/runner/protocol.js";
 import { tinyContext } from "../helpers/batches.js";
+import { testGguf } from "../helpers/models.js";
+import { ollamaDecoder } from "../helpers/pieces.js";
 
 const spec = (s: Partial<SamplingSpec>): SamplingSpec => ({ temperature: 0, topK: 40, topP: 0.9, minP: 0, repeatLastN: 64, repeatPenalty: 1, presencePenalty: 0, frequencyPenalty: 0, penalizeNewline: true, seed: 1, ...s });
 
@@ -57,6 +61,9 @@ async function viaLmd(sequence: LlamaContextSequence, prompt: Token[], o: Common
   return { tokens, chunks, text: chunks.join(""), stop: result.stopReason, stopSequence: result.stop, state: [...sequence.contextTokens] };
 }
 
+/** node-llama-cpp's text of a generation with its first token's leading space, as Ollama reads it. */
+const withFirstSpace = (run: Run, first: string[]) => (first[0]?.startsWith(" ") ? ` ${run.text}` : run.text);
+
 /** Two sequences of one context on lmd's decode loop: `a` for LlamaCompletion, `b` for lmd's generation. */
 async function pair(t: Test, contextSize = 512) {
   const { context, model } = await tinyContext(t, contextSize, 2);
@@ -70,6 +77,7 @@ async function pair(t: Test, contextSize = 512) {
 
 t.test("the same output as node-llama-cpp's LlamaCompletion", async (t) => {
   const { model, a, b } = await pair(t);
+  const decode = await ollamaDecoder(await testGguf({ preset: "tiny" }));
   const prompt = model.tokenize("once upon a time", false);
   const cases: [string, Common][] = [
     ["greedy", { maxTokens: 48, sampling: spec({}) }],
@@ -84,10 +92,11 @@ t.test("the same output as node-llama-cpp's LlamaCompletion", async (t) => {
     const y = await viaLmd(b, prompt, options);
     t.ok(x.tokens.length >= Math.min(8, options.maxTokens ?? 8), `${name}: ${x.tokens.length} tokens`);
     t.same(y.tokens, x.tokens, `${name}: the same tokens`);
-    t.equal(y.text, x.text, `${name}: the same text`);
+    t.equal(y.text, decode(y.tokens), `${name}: the tokens' text as Ollama reads it`);
+    t.equal(y.text, withFirstSpace(x, y.chunks), `${name}: node-llama-cpp's text, the first token's space kept`);
     // With a grammar node-llama-cpp holds some chunks back for its final response's whitespace trim
     // (lmd sends chunks, never that response): the text is the same, its grouping into chunks not.
-    if (!options.grammar) t.same(y.chunks, x.chunks, `${name}: the same text chunks`);
+    if (!options.grammar) t.same(y.chunks.slice(1), x.chunks.slice(1), `${name}: the same text chunks after the first`);
     t.equal(y.stop, x.stop, `${name}: the same stop reason (${x.stop})`);
     t.same(y.state, x.state, `${name}: the sequence holds the same tokens`);
   }
@@ -97,6 +106,17 @@ t.test("the same output as node-llama-cpp's LlamaCompletion", async (t) => {
   const y = await viaLmd(b, longer, { maxTokens: 16, sampling: spec({}) });
   t.same(y.tokens, x.tokens, "a request after another: the same tokens");
   t.same(y.state, x.state, "a request after another: the sequence holds the same tokens");
+});
+
+t.test("the first token keeps its leading space, as in Ollama", async (t) => {
+  const { model, b } = await pair(t);
+  const decode = await ollamaDecoder(await testGguf({ preset: "tiny" }));
+  for (const text of ["once upon a time", "the weather today"]) {
+    const y = await viaLmd(b, model.tokenize(text, false), { maxTokens: 8, sampling: spec({}) });
+    t.ok(decode(y.tokens.slice(0, 1)).startsWith(" "), `after '${text}', the first token's piece starts with a space: ${JSON.stringify(decode(y.tokens.slice(0, 1)))}`);
+    t.equal(y.chunks[0], decode(y.tokens.slice(0, 1)), "the first chunk is that piece, its space included");
+    t.equal(y.text, decode(y.tokens), "the text is the tokens' pieces");
+  }
 });
 
 t.test("past the end of the context: the same context shift, the same tokens", async (t) => {
@@ -134,7 +154,7 @@ t.test("stop sequences as in Ollama", async (t) => {
   // each token alone for its stop detection; patched, it reads it after the tokens handed out before.
   const patched = await viaLlamaCompletion(a, prompt, { maxTokens: 40, sampling: spec({}), stop: [spaced] });
   t.equal(patched.stop, "customStopTrigger", `node-llama-cpp's LlamaCompletion stops at '${spaced}' too`);
-  t.equal(patched.text, x.text, "with the same text");
+  t.equal(withFirstSpace(patched, x.chunks), x.text, "with the same text (but for the first token's space)");
 
   // A stop spanning two tokens, starting inside the first: the text up to it, no more.
   const span = `${full.chunks[i + 1]!.slice(-2)}${full.chunks[i + 2]!.slice(0, 2)}`;
