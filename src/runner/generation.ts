@@ -17,10 +17,12 @@
  * start of a stop, or of a character split across tokens, it is held back. node-llama-cpp matched
  * stops against each token's text without its context, so on SentencePiece vocabularies (Llama 2,
  * Mistral, Gemma) a stop such as " Human:" never matched: the token "▁Human" reads "Human" alone.
- * Held text is handed out at the length limit, as Ollama does.
+ * Held text is handed out at the length limit, as Ollama does. The search (runner/stops.ts) costs
+ * time linear in the held text, where Ollama's costs its length times the stops' at every token.
  */
 import { LlamaGrammarEvaluationState, LlamaVocabularyType, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type LlamaText, type Token } from "node-llama-cpp";
 import type { SamplingOptions } from "./sampling.js";
+import { StopSearch } from "./stops.js";
 
 export interface GenerationOptions {
   signal: AbortSignal;
@@ -125,29 +127,12 @@ export function plainTriggers(grammar: LlamaGrammar | undefined): string[] | und
   return texts;
 }
 
-/** Where the first stop (in the given order) starts in `text`. */
-function findStop(text: string, stops: readonly string[]): { index: number; stop: string } | undefined {
-  for (const stop of stops) {
-    const index = text.indexOf(stop);
-    if (index >= 0) return { index, stop };
-  }
-  return undefined;
-}
-
-/** True when the end of `text` is the start of a stop (more tokens could complete it). */
-function endsWithStopStart(text: string, stops: readonly string[]): boolean {
-  for (const stop of stops) {
-    for (let n = Math.min(stop.length - 1, text.length); n > 0; n--) if (text.endsWith(stop.slice(0, n))) return true;
-  }
-  return false;
-}
-
 /** Generates after `prompt` (without the BOS) on `sequence`; see the module comment. */
 export async function generateText(sequence: LlamaContextSequence, prompt: readonly Token[], options: GenerationOptions): Promise<GenerationResult> {
   const { model, context } = sequence;
   const { signal, sampling, grammar, onToken, onTextChunk } = options;
   const grammarStops = plainTriggers(grammar) ?? [];
-  const stops = [...options.stop, ...grammarStops].filter((s) => s !== "");
+  const stops = new StopSearch([...options.stop, ...grammarStops]);
   const eos = extraEosTokens(model);
   const isEnd = (token: Token) => model.isEogToken(token) || eos.has(token);
   const shiftSize = Math.max(1, Math.floor(context.contextSize / 10));
@@ -195,9 +180,19 @@ export async function generateText(sequence: LlamaContextSequence, prompt: reado
   };
   /** Hands out the held tokens whose text lies before `index` of their text, and that text. */
   const releaseBefore = (index: number) => {
-    let n = 0;
-    while (n < held.length && textOf(held.slice(0, n + 1)).length <= index) n++;
-    const text = textOf(held).slice(0, index);
+    const all = textOf(held);
+    // The most tokens whose text ends by `index` (a binary search: their text only grows with them).
+    let n = held.length;
+    if (all.length > index) {
+      let [lo, hi] = [0, held.length - 1];
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (textOf(held.slice(0, mid)).length <= index) lo = mid;
+        else hi = mid - 1;
+      }
+      n = lo;
+    }
+    const text = all.slice(0, index);
     if (n > 0 || text) emit(held.slice(0, n), text);
     held = [];
   };
@@ -222,16 +217,17 @@ export async function generateText(sequence: LlamaContextSequence, prompt: reado
       }
       held.push(token);
       const text = textOf(held);
-      const found = stops.length > 0 ? findStop(text, stops) : undefined;
-      if (found) {
-        releaseBefore(found.index);
-        return options.stop.includes(found.stop) ? { stopReason: "customStopTrigger", stop: found.stop } : { stopReason: "stopGenerationTrigger" };
+      const search = stops.empty ? { partial: false } : stops.update(text);
+      if ("stop" in search) {
+        releaseBefore(search.index);
+        return options.stop.includes(search.stop) ? { stopReason: "customStopTrigger", stop: search.stop } : { stopReason: "stopGenerationTrigger" };
       }
       const partial = text.endsWith(REPLACEMENT) && held.length < MAX_PARTIAL_TOKENS && !model.isSpecialToken(token);
       if (last) releaseBefore(Infinity);
-      else if (!(partial || endsWithStopStart(text, stops))) {
+      else if (!(partial || search.partial)) {
         emit(held, text);
         held = [];
+        stops.reset();
       }
       if (signal.aborted) return { stopReason: "abort" };
       if (last) return { stopReason: "maxTokens" };
