@@ -89,9 +89,10 @@ t.test("a client that stops reading pauses its generation, and reading again get
   t.equal(logprobCount, predict, "every generated token reached the client (one logprob each)");
   const text = tokenLines.map((l) => String(l.response ?? "")).join("");
   const context = Array.isArray(final.context) ? (final.context as number[]) : [];
-  const generated = context.slice(context.length - predict);
-  const detok = await (await postJson(`${url}/api/detokenize`, { model: "tiny", tokens: generated })).json() as { content?: string };
-  t.equal(text, detok.content, "the streamed text is exactly the generated tokens' text");
+  const detok = async (tokens: number[]) => ((await (await postJson(`${url}/api/detokenize`, { model: "tiny", tokens })).json()) as { content?: string }).content;
+  // The text of the whole context is the prompt's followed by what was streamed (the generated
+  // tokens' text as it reads in place: the first keeps its leading space).
+  t.equal(await detok(context), `${await detok(context.slice(0, -predict))}${text}`, "the streamed text is exactly the generated tokens' text");
   // Nothing was produced while the client did not read: the lines' own timestamps show the pause.
   const times = tokenLines.map((l) => Date.parse(String(l.created_at)));
   const gap = Math.max(...times.slice(1).map((x, i) => x - times[i]!));
