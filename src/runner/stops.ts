@@ -1,9 +1,10 @@
 /**
- * Stop sequences over the text a generation holds back (runner/generation.ts), in time linear in
- * the text: each stop has a Knuth–Morris–Pratt matcher fed the held text as it grows. Ollama's
- * runner searches the held text anew for each stop at every token and tries every prefix of each
- * stop against its end: the same answers, at a cost of the held text's length times the stops'
- * lengths per token. A client can make that large on purpose (16 stops of up to the body limit, and
+ * Stop sequences over the text a generation holds back (runner/generation.ts): each stop has a
+ * Knuth–Morris–Pratt matcher fed the held text as it grows, so each character is read once per
+ * stop; a token costs at most a comparison of the held text with what was fed (linear in the held
+ * text, as its detokenizing already is). Ollama's runner searches the held text anew for each stop
+ * at every token and tries every prefix of each stop against its end: the same answers, at a cost
+ * of the held text's length times the stops' lengths per token. A client can make that large on purpose (16 stops of up to the body limit, and
  * a prompt that makes the model echo a stop's start for thousands of tokens), and the runner's main
  * thread serves every sequence of the model.
  */
