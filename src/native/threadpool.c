@@ -14,9 +14,13 @@
  *   context, a ggml threadpool of max(n_threads, n_threads_batch) threads (ggml's default
  *   parameters but a shorter poll, POLL below) is attached to it, so its later decodes reuse the
  *   same threads. A runner's contexts share one pool (one_decoding_thread below).
+ * - llama_set_n_threads(ctx, n, n_batch), which the addon calls when the runner changes a context's
+ *   threads while it serves (src/runner/threads.ts): a context known here moves to a pool of its
+ *   new size (none for 1 thread). A pool's idle workers would otherwise poll through every graph
+ *   they take no part in (ggml's workers of index ≥ the graph's threads spin until the next one).
  * - llama_free(ctx): frees the context, then its pool once no context uses it.
  *
- * Both call libllama's own function; nothing else changes. Only pointers and ints cross this
+ * Each calls libllama's own function; nothing else changes. Only pointers and ints cross this
  * boundary, so no llama.cpp header (no struct layout) is needed: ggml's parameters are filled in by
  * ggml_threadpool_params_init into a buffer larger than the struct. Whatever cannot be found leaves
  * the context as it was (a threadpool per decode). A context of 1 thread needs no pool.
@@ -46,6 +50,7 @@ struct ggml_threadpool;
 
 void llama_synchronize(struct llama_context *ctx);
 void llama_free(struct llama_context *ctx);
+void llama_set_n_threads(struct llama_context *ctx, int32_t n_threads, int32_t n_threads_batch);
 
 #define MAX_OBJECTS 512
 
@@ -100,6 +105,7 @@ typedef void (*params_init_fn)(void *, int);
 typedef struct ggml_threadpool *(*pool_new_fn)(void *);
 typedef void (*pool_free_fn)(struct ggml_threadpool *);
 typedef void (*attach_fn)(struct llama_context *, struct ggml_threadpool *, struct ggml_threadpool *);
+typedef void (*detach_fn)(struct llama_context *);
 typedef int32_t (*threads_fn)(struct llama_context *);
 
 /* The CPU backend's own functions (it may be a dynamically loaded backend: ask its registry). */
@@ -168,7 +174,7 @@ static struct ggml_threadpool *pool_for(struct llama_context *ctx) {
 	if (threads <= 1 || attach == NULL) return NULL;
 	int slot = -1;
 	for (int i = 0; i < MAX_CONTEXTS; i++) {
-		if (pools[i].pool != NULL && pools[i].threads >= threads && one_decoding_thread()) {
+		if (pools[i].pool != NULL && pools[i].threads == threads && one_decoding_thread()) {
 			slot = i;
 			break;
 		}
@@ -203,6 +209,57 @@ void llama_synchronize(struct llama_context *ctx) {
 	pthread_mutex_unlock(&lock);
 }
 
+/* One user fewer for `pool`; the pool itself when that was the last (the caller frees it). Under the lock. */
+static struct ggml_threadpool *unuse(struct ggml_threadpool *pool) {
+	for (int j = 0; pool != NULL && j < MAX_CONTEXTS; j++) {
+		if (pools[j].pool != pool) continue;
+		if (--pools[j].users > 0) return NULL;
+		pools[j].pool = NULL;
+		return pool;
+	}
+	return NULL;
+}
+
+static void free_pool(struct ggml_threadpool *pool) {
+	if (pool == NULL) return;
+	pool_free_fn pool_free = (pool_free_fn)cpu_backend_function("ggml_threadpool_free");
+	if (pool_free != NULL) pool_free(pool);
+}
+
+/* The threads of the pool a context uses: 1 without one (it decodes on the calling thread). Under the lock. */
+static int32_t pool_threads(struct ggml_threadpool *pool) {
+	for (int j = 0; pool != NULL && j < MAX_CONTEXTS; j++)
+		if (pools[j].pool == pool) return pools[j].threads;
+	return 1;
+}
+
+/*
+ * Called between two decodes of the context (the runner holds its context lock), never during one:
+ * the pool it leaves is detached first, and freed only once no context uses it.
+ */
+void llama_set_n_threads(struct llama_context *ctx, int32_t n_threads, int32_t n_threads_batch) {
+	static void (*set_threads)(struct llama_context *, int32_t, int32_t);
+	if (set_threads == NULL) set_threads = (void (*)(struct llama_context *, int32_t, int32_t))real("llama_set_n_threads");
+	set_threads(ctx, n_threads, n_threads_batch);
+	if (ctx == NULL) return;
+	detach_fn detach = (detach_fn)real("llama_detach_threadpool");
+	struct ggml_threadpool *unused = NULL;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_CONTEXTS; i++) {
+		if (contexts[i].ctx != ctx) continue;
+		if (pool_threads(contexts[i].pool) == context_threads(ctx)) break;
+		if (contexts[i].pool != NULL) {
+			if (detach == NULL) break; /* cannot leave it: the context keeps its pool, as before */
+			detach(ctx);
+			unused = unuse(contexts[i].pool);
+		}
+		contexts[i].pool = pool_for(ctx);
+		break;
+	}
+	pthread_mutex_unlock(&lock);
+	free_pool(unused);
+}
+
 void llama_free(struct llama_context *ctx) {
 	static void (*free_context)(struct llama_context *);
 	if (free_context == NULL) free_context = (void (*)(struct llama_context *))real("llama_free");
@@ -210,20 +267,11 @@ void llama_free(struct llama_context *ctx) {
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < MAX_CONTEXTS; i++) {
 		if (contexts[i].ctx != ctx) continue;
-		for (int j = 0; j < MAX_CONTEXTS; j++) {
-			if (contexts[i].pool == NULL || pools[j].pool != contexts[i].pool) continue;
-			if (--pools[j].users == 0) {
-				unused = pools[j].pool;
-				pools[j].pool = NULL;
-			}
-		}
+		unused = unuse(contexts[i].pool);
 		contexts[i].ctx = NULL;
 		contexts[i].pool = NULL;
 	}
 	pthread_mutex_unlock(&lock);
 	free_context(ctx); /* the context lets go of its pool first */
-	if (unused != NULL) {
-		pool_free_fn pool_free = (pool_free_fn)cpu_backend_function("ggml_threadpool_free");
-		if (pool_free != NULL) pool_free(unused);
-	}
+	free_pool(unused);
 }
