@@ -78,7 +78,7 @@ export const VARIABLES = {
   SERVICE_LOAD_TIMEOUT: { default: "5m", meaning: "a model load making no progress this long is abandoned (500)" },
   SERVICE_WRITE_TIMEOUT: { default: "30s", meaning: "a streaming response whose client reads nothing this long is ended, freeing its slot" },
   SERVICE_RENDER_TIMEOUT: { default: "10s", meaning: "a model's own (Jinja) chat template that has not rendered a request's prompt this long: its runner is restarted and the request answered 400" },
-  SERVICE_THREADS: { default: "", meaning: "CPU threads for inference; unset = the physical cores free when a model loads" },
+  SERVICE_THREADS: { default: "", meaning: "CPU threads for inference; unset = the physical cores free when a model loads, then as the load changes" },
   SERVICE_GPU: { default: "auto", meaning: "auto, cuda, vulkan or false" },
   SERVICE_MAX_PREDICT: { default: "0", meaning: "server-side cap on generated tokens per request; 0 = 4 x the request's context length; num_predict below it still wins" },
   SERVICE_MODELS_CONFIG: { default: "", meaning: "per-model policy file (YAML or JSON): num_parallel, num_ctx, keep_alive, pinned, preload, options; re-read on SIGHUP" },

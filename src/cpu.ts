@@ -55,11 +55,11 @@ export function chooseThreads(usable: number, busy: number): number {
   return Math.min(usable, Math.max(1, Math.round(usable - busy)));
 }
 
-/** Busy and total jiffies of every CPU line in /proc/stat. */
-async function cpuTimes(): Promise<{ busy: number; total: number }> {
-  const text = await readFile("/proc/stat", "utf8");
+/** Busy and total jiffies summed over every CPU line of /proc/stat, and how many CPU lines there are. */
+function parseCpuTimes(text: string): { busy: number; total: number; cpus: number } {
   let busy = 0;
   let total = 0;
+  let cpus = 0;
   for (const line of text.split("\n")) {
     if (!/^cpu\d+ /.test(line)) continue;
     const f = line.trim().split(/\s+/).slice(1).map(Number);
@@ -67,9 +67,15 @@ async function cpuTimes(): Promise<{ busy: number; total: number }> {
     const idle = (f[3] ?? 0) + (f[4] ?? 0); // idle + iowait
     busy += sum - idle;
     total += sum;
+    cpus++;
   }
-  return { busy, total };
+  return { busy, total, cpus };
 }
+
+const cpuTimes = async () => parseCpuTimes(await readFile("/proc/stat", "utf8"));
+
+/** {@link parseCpuTimes} of /proc/stat now (a runner's governor reads it once a second: src/runner/threads.ts). */
+export const cpuTimesSync = () => parseCpuTimes(readFileSync("/proc/stat", "utf8"));
 
 /** CPUs' worth of busy time over `windowMs` (e.g. 1.0 = one CPU fully busy); 0 where /proc/stat is unreadable. */
 export async function busyCpus(windowMs = 300): Promise<number> {

@@ -9,6 +9,7 @@
  */
 import { readFileSync } from "node:fs";
 import path from "node:path";
+import { withLock } from "lifecycle-utils";
 import {
   InsufficientMemoryError,
   LlamaCompletion,
@@ -33,6 +34,7 @@ import { estimateLoad } from "./estimate.js";
 import { openLlama } from "./engine.js";
 import { LogprobRecorder } from "./logprobs.js";
 import { autoThreads } from "../cpu.js";
+import { ThreadGovernor } from "./threads.js";
 import { beginSpeculation, slotPredictors, type DraftResources } from "./speculative.js";
 import { pausable, PauseSwitch } from "./flow.js";
 import { DecodeLoop, fastEvaluate } from "./decode-loop.js";
@@ -52,6 +54,8 @@ function post(msg: FromRunner): void {
   if (process.connected) process.send?.(msg);
 }
 
+/** Changes the threads while jobs run, when SERVICE_THREADS is not set. */
+let governor: ThreadGovernor | undefined;
 /** The decode loop of the loaded model's context. */
 let decodeLoop: DecodeLoop | undefined;
 /** Output after a job's first is gathered for SERVICE_STREAM_INTERVAL (runner/outbox.ts). */
@@ -82,10 +86,12 @@ function clientSafe(err: unknown, modelFile?: string): string {
 async function load(requested: LoadSpec): Promise<void> {
   let spec = requested;
   if (spec.streamIntervalMs !== undefined) outbox.intervalMs = spec.streamIntervalMs;
+  let usable: number | undefined;
   if (spec.threads <= 0) {
     const chosen = await autoThreads();
     log("info", "threads chosen from the free cores", chosen);
     spec = { ...spec, threads: chosen.threads };
+    usable = chosen.usable;
   }
   let llama: Llama;
   try {
@@ -157,6 +163,7 @@ async function load(requested: LoadSpec): Promise<void> {
     slots.push(slot);
   }
   loaded = { llama, model, context, slots, modelFile: spec.path, lora: spec.lora ?? [], draft };
+  if (usable !== undefined) governor = governThreads(loaded, usable, spec.threads);
   const usage = model.memoryUsage;
   send({
     type: "loaded",
@@ -177,6 +184,20 @@ async function load(requested: LoadSpec): Promise<void> {
       thinking: supportsThinking(model),
       thoughts: thoughtTags(model, chatWrapperOf(model)),
     },
+  });
+}
+
+/** Threads chosen at load follow the load while jobs run (runner/threads.ts): the contexts change between two decodes. */
+function governThreads(l: Loaded, usable: number, threads: number): ThreadGovernor {
+  const contexts = [l.context, l.draft?.context].filter((c) => c !== undefined);
+  return new ThreadGovernor({
+    usable,
+    threads,
+    active: () => l.slots.some((slot) => slot.busy),
+    apply: async (n) => {
+      for (const context of contexts) await withLock([context, "context"], () => (context as unknown as { _ctx: { setThreads(n: number): void } })._ctx.setThreads(n));
+    },
+    log: (msg, data) => log("info", msg, data),
   });
 }
 
@@ -261,6 +282,7 @@ function takeSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: nu
   const picked = pickSlot(l, tokens);
   if (!picked) return undefined;
   picked.slot.busy = true;
+  governor?.wake();
   picked.slot.lastUsed = ++useCounter;
   return picked;
 }
@@ -356,6 +378,8 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
 }
 
 async function unload(): Promise<void> {
+  governor?.stop();
+  governor = undefined;
   for (const abort of jobs.values()) abort.abort();
   // An aborted job still finishes its current step; disposing the context under it throws
   // DisposedError from inside node-llama-cpp. Aborted, each job ends within a token or so.

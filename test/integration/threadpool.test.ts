@@ -5,8 +5,9 @@
  * timing test: it checks which threads the runner has (/proc/<pid>/task) and that the tokens are
  * the same as without the library.
  */
+import { spawn, type ChildProcess } from "node:child_process";
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import os from "node:os";
 import path from "node:path";
 import { pino } from "pino";
 import t, { type Test } from "tap";
@@ -25,7 +26,7 @@ const greedy = (text: string): GenerateJob => ({
 
 /** A runner as the daemon starts one, and its "model loaded" log line; `preload`: the daemon's own LD_PRELOAD. */
 async function start(t: Test, threads: number, preload?: string, speculation?: LoadSpec["speculation"]) {
-  const lines: { msg: string; threadpool?: string }[] = [];
+  const lines: { msg: string; threadpool?: string; threads?: number; from?: number; to?: number }[] = [];
   const log = pino({ level: "info" }, { write: (line: string) => void lines.push(JSON.parse(line)) });
   const spec: LoadSpec = { path: await testGguf({ preset: "small" }), contextSize: 1024, sequences: 1, threads, gpu: false, speculation };
   const saved = process.env.LD_PRELOAD;
@@ -35,7 +36,21 @@ async function start(t: Test, threads: number, preload?: string, speculation?: L
     else process.env.LD_PRELOAD = saved;
   });
   t.teardown(() => runner.stop());
-  return { runner, pid: runner.pid!, loaded: lines.find((l) => l.msg === "model loaded") };
+  return { runner, pid: runner.pid!, loaded: lines.find((l) => l.msg === "model loaded"), lines };
+}
+
+/** A busy loop pinned to CPU 0 for at most `seconds`, killed on teardown. */
+function hog(t: Test, seconds = 60): ChildProcess {
+  const child = spawn("taskset", ["-c", "0", process.execPath, "-e", `const end = Date.now() + ${seconds * 1000}; while (Date.now() < end);`], { stdio: "ignore" });
+  t.teardown(() => void child.kill("SIGKILL"));
+  return child;
+}
+
+/** Generates until `until()` holds, for at most `ms` (and the generation under way); whether it held. */
+async function generateUntil(runner: Runner, until: () => boolean, ms: number, maxTokens = 200): Promise<boolean> {
+  const end = Date.now() + ms;
+  for (let i = 0; !until() && Date.now() < end; i++) await runner.generate({ ...greedy(`Story number ${i}`), maxTokens }, () => undefined);
+  return until();
 }
 
 t.test("npm run build made the threadpool library", async (t) => {
@@ -84,6 +99,34 @@ t.test("a runner of 1 thread needs no pool", async (t) => {
   t.same([...tasks(pid)].sort(), [...before].sort(), "no thread was added");
 });
 
+t.test("automatic threads follow a busy process that arrives after the load, and leaves", async (t) => {
+  // src/runner/threads.ts: not a timing test; it checks which threads the runner decodes with (its
+  // log lines) and has (/proc/<pid>/task): a pool of 2 threads has one worker, one thread none.
+  if (os.availableParallelism() !== 2) return t.skip("written for 2 CPUs, as CI's machine has");
+  const { runner, pid, lines } = await start(t, 0);
+  const chosen = lines.find((l) => l.msg === "threads chosen from the free cores");
+  if (chosen?.threads !== 2) return t.skip(`the host was busy at load (${chosen?.threads} thread chosen)`);
+  const changed = (to: number) => lines.some((l) => l.msg === "threads changed" && l.to === to);
+  await runner.generate(greedy("Once upon a time"), () => undefined);
+  const pooled = tasks(pid);
+  const busy = hog(t);
+  t.ok(await generateUntil(runner, () => changed(1), 20_000), "with a busy process on one of the 2 cores, it decodes with 1 thread");
+  await runner.generate(greedy("Once upon a time"), () => undefined);
+  const single = tasks(pid);
+  t.equal([...pooled].filter((id) => !single.has(id)).length, 1, "the pool's worker thread is gone (a pool of 2 would leave it polling through every decode)");
+  busy.kill("SIGKILL");
+  t.ok(await generateUntil(runner, () => changed(2), 20_000), "once it left, with 2 again");
+  t.equal([...tasks(pid)].filter((id) => !single.has(id)).length, 1, "with a worker thread again");
+});
+
+t.test("threads set by number stay as set, whatever else runs", async (t) => {
+  if (os.availableParallelism() < 2) return t.skip("needs 2 CPUs");
+  const { runner, lines } = await start(t, 2);
+  hog(t, 20);
+  const changed = () => lines.some((l) => l.msg.startsWith("threads"));
+  t.notOk(await generateUntil(runner, changed, 4_000, 24), "no thread change in 4 s of decoding beside a busy process");
+});
+
 t.test("the tokens are the same with the library as without it", async (t) => {
   const pooled = await start(t, 2);
   const plain = await tracedRunner(t, { sequences: 1, threads: 2 }); // forked without the library
@@ -98,7 +141,7 @@ t.test("the tokens are the same with the library as without it", async (t) => {
 });
 
 t.test("a second copy of the library preloaded beside it (the daemon's own LD_PRELOAD) changes nothing", async (t) => {
-  const copy = path.join(mkdtempSync(path.join(tmpdir(), "lmd-threadpool-")), "lmd-threadpool.so");
+  const copy = path.join(mkdtempSync(path.join(os.tmpdir(), "lmd-threadpool-")), "lmd-threadpool.so");
   copyFileSync(threadpoolLibrary()!, copy);
   const { runner, pid } = await start(t, 2, copy);
   const preloaded = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").find((v) => v.startsWith("LD_PRELOAD="));
