@@ -10,8 +10,8 @@
  *   threads = clamp(round(usable − busy), 1, usable)
  *
  * where `usable` is the physical cores this process may run on (affinity and the cgroup's CPU
- * quota included) and `busy` the CPUs' busy time measured over a short window (other processes,
- * other runners' decoding). A leaf module: the config, the runner and tests use it.
+ * quota included) and `busy` the busy time of the CPUs it may run on, measured over a short window
+ * (other processes, other runners' decoding). A leaf module: the config, the runner and tests use it.
  */
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
@@ -55,13 +55,40 @@ export function chooseThreads(usable: number, busy: number): number {
   return Math.min(usable, Math.max(1, Math.round(usable - busy)));
 }
 
-/** Busy and total jiffies summed over every CPU line of /proc/stat, and how many CPU lines there are. */
-function parseCpuTimes(text: string): { busy: number; total: number; cpus: number } {
+/** CPU numbers of a kernel CPU list such as "0-3,8,10-11" (the `Cpus_allowed_list` of /proc/<pid>/status). */
+export function parseCpuList(list: string): Set<number> {
+  const cpus = new Set<number>();
+  for (const part of list.trim().split(",")) {
+    const [from, to = from] = part.split("-").map(Number);
+    if (from === undefined || to === undefined || !Number.isInteger(from) || !Number.isInteger(to)) continue;
+    for (let n = from; n <= to; n++) cpus.add(n);
+  }
+  return cpus;
+}
+
+/** The CPUs this process may run on (its affinity, a container's cpuset), or undefined where unreadable. */
+function allowedCpus(): Set<number> | undefined {
+  try {
+    const line = readFileSync("/proc/self/status", "utf8").match(/^Cpus_allowed_list:\s*(.+)$/m);
+    const cpus = line ? parseCpuList(line[1]!) : undefined;
+    return cpus && cpus.size > 0 ? cpus : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Busy and total jiffies summed over the CPU lines of /proc/stat, and how many lines that is: the
+ * CPUs in `allowed` (where given), since another process's work on a CPU lmd may not use takes
+ * nothing from it.
+ */
+export function parseCpuTimes(text: string, allowed?: Set<number>): { busy: number; total: number; cpus: number } {
   let busy = 0;
   let total = 0;
   let cpus = 0;
   for (const line of text.split("\n")) {
-    if (!/^cpu\d+ /.test(line)) continue;
+    const cpu = /^cpu(\d+) /.exec(line);
+    if (!cpu || (allowed && !allowed.has(Number(cpu[1])))) continue;
     const f = line.trim().split(/\s+/).slice(1).map(Number);
     const sum = f.reduce((a, b) => a + b, 0);
     const idle = (f[3] ?? 0) + (f[4] ?? 0); // idle + iowait
@@ -72,10 +99,10 @@ function parseCpuTimes(text: string): { busy: number; total: number; cpus: numbe
   return { busy, total, cpus };
 }
 
-const cpuTimes = async () => parseCpuTimes(await readFile("/proc/stat", "utf8"));
+const cpuTimes = async () => parseCpuTimes(await readFile("/proc/stat", "utf8"), allowedCpus());
 
 /** {@link parseCpuTimes} of /proc/stat now (a runner's governor reads it once a second: src/runner/threads.ts). */
-export const cpuTimesSync = () => parseCpuTimes(readFileSync("/proc/stat", "utf8"));
+export const cpuTimesSync = () => parseCpuTimes(readFileSync("/proc/stat", "utf8"), allowedCpus());
 
 /** CPUs' worth of busy time over `windowMs` (e.g. 1.0 = one CPU fully busy); 0 where /proc/stat is unreadable. */
 export async function busyCpus(windowMs = 300): Promise<number> {
@@ -85,7 +112,7 @@ export async function busyCpus(windowMs = 300): Promise<number> {
     const b = await cpuTimes();
     const total = b.total - a.total;
     if (total <= 0) return 0;
-    return ((b.busy - a.busy) / total) * os.cpus().length;
+    return ((b.busy - a.busy) / total) * b.cpus;
   } catch {
     return 0;
   }
