@@ -4,7 +4,7 @@
  * A load takes the cores that are free when it starts (src/cpu.ts). A neighbour that arrives later
  * (a build, another model's runner, a backup) shares the cores of llama.cpp's threads, which meet
  * at spinning barriers: one thread time-sliced against the neighbour holds all the others back, and
- * decoding collapses (2 threads on 2 cores with one core taken: ~400 → ~20 tokens/s measured,
+ * decoding collapses (2 threads on 2 cores with one core taken: ~350 → ~10 tokens/s measured,
  * docs/benchmarks.md). So while it generates, a runner looks again once a second:
  *
  * - **Fewer threads** when one of its decoding threads waited for a CPU for at least
@@ -16,10 +16,10 @@
  * - **More threads** when the other processes leave room for at least {@link ROOM} of a core more
  *   than it uses: the load rule's count, at least one more, never more than the usable cores.
  *
- * "Other processes" are all CPUs' busy time (/proc/stat) less this runner's and its daemon's
- * (/proc/<pid>/stat): the daemon's work is the runner's own doing, its clients and other runners
- * are not. After a change the next second is not
- * judged (it straddles the change). SERVICE_THREADS set to a number turns this off.
+ * "Other processes" are the busy time of the CPUs the runner may run on (/proc/stat) less the
+ * runner's and its daemon's (/proc/<pid>/stat): the daemon's work is the runner's own doing, its
+ * clients and other runners are not. After a change the next second is not judged (it straddles
+ * the change). SERVICE_THREADS set to a number turns this off.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { chooseThreads, cpuTimesSync } from "../cpu.js";
@@ -60,6 +60,7 @@ function cpuTicks(pid: string): number {
   }
 }
 
+/** The CPUs, lmd's time and this process's threads now. */
 export function sample(): CpuSample {
   const { busy, total, cpus } = cpuTimesSync();
   const own = cpuTicks("self") + cpuTicks(String(process.ppid));
@@ -107,7 +108,6 @@ export interface GovernorOptions {
   /** Makes the contexts decode with `threads` from their next decode on. */
   apply(threads: number): Promise<void>;
   log(msg: string, data: Record<string, unknown>): void;
-  intervalMs?: number;
 }
 
 /** Looks at the load once a second while jobs run, and changes the threads by {@link nextThreads}. */
@@ -126,7 +126,7 @@ export class ThreadGovernor {
   wake(): void {
     if (this.timer) return;
     this.last = sample();
-    this.timer = setInterval(() => this.tick(), this.options.intervalMs ?? 1000);
+    this.timer = setInterval(() => this.tick(), 1000);
     this.timer.unref();
   }
 
