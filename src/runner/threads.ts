@@ -108,6 +108,9 @@ export interface GovernorOptions {
   /** Makes the contexts decode with `threads` from their next decode on. */
   apply(threads: number): Promise<void>;
   log(msg: string, data: Record<string, unknown>): void;
+  /** How it looks and how often (tests give their own). */
+  sample?: () => CpuSample;
+  intervalMs?: number;
 }
 
 /** Looks at the load once a second while jobs run, and changes the threads by {@link nextThreads}. */
@@ -117,6 +120,7 @@ export class ThreadGovernor {
   private last: CpuSample | undefined;
   private skip = false;
   private applying = false;
+  private unreadable = false;
 
   constructor(private readonly options: GovernorOptions) {
     this.threads = options.threads;
@@ -124,10 +128,23 @@ export class ThreadGovernor {
 
   /** A job started: look while jobs run. */
   wake(): void {
-    if (this.timer) return;
-    this.last = sample();
-    this.timer = setInterval(() => this.tick(), 1000);
+    if (this.timer || this.unreadable) return;
+    this.last = this.look();
+    if (!this.last) return;
+    this.timer = setInterval(() => this.tick(), this.options.intervalMs ?? 1000);
     this.timer.unref();
+  }
+
+  /** A sample, or undefined for good where /proc cannot be read (the threads then stay as loaded). */
+  private look(): CpuSample | undefined {
+    try {
+      return (this.options.sample ?? sample)();
+    } catch (err) {
+      this.unreadable = true;
+      this.stop();
+      this.options.log("threads stay as loaded: the CPUs' load cannot be read", { err: String(err) });
+      return undefined;
+    }
   }
 
   stop(): void {
@@ -138,7 +155,8 @@ export class ThreadGovernor {
   private tick(): void {
     if (!this.options.active()) return this.stop();
     if (this.applying) return;
-    const now = sample();
+    const now = this.look();
+    if (!now) return;
     const before = this.last!;
     this.last = now;
     if (this.skip) {

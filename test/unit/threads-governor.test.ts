@@ -4,7 +4,7 @@
  * The rule on a real runner with a real busy process: test/integration/threadpool.test.ts.
  */
 import t from "tap";
-import { CONTENDED, loadBetween, nextThreads, OTHERS_BUSY, ROOM, sample, type CpuSample, type Load } from "../../src/runner/threads.js";
+import { CONTENDED, loadBetween, nextThreads, OTHERS_BUSY, ROOM, sample, ThreadGovernor, type CpuSample, type Load } from "../../src/runner/threads.js";
 
 t.test("fewer threads when a decoding thread waits and others are busy; more when there is room", async (t) => {
   const load = (others: number, wait: number, decoding = true): Load => ({ others, wait, decoding });
@@ -57,4 +57,45 @@ t.test("a sample of this process reads /proc", async (t) => {
   t.ok(s.cpus >= 1 && s.total > 0 && s.busy > 0, `CPUs ${s.cpus}, jiffies ${s.busy} of ${s.total}`);
   t.ok(s.own > 0 || s.threads.size > 0, "this process's time");
   t.ok(s.threads.has(String(process.pid)), "the main thread is among the threads");
+});
+
+t.test("the governor: changes by the rule, skips the window after a change, and never throws", async (t) => {
+  const ms = 1e6; // ns
+  // Scripted looks 10 ms apart on 2 CPUs: a hog arrives (others 0.8, a thread waiting 45 %), stays,
+  // leaves. The look after the change straddles it and reads as quiet: it must not count.
+  let at = 0;
+  let busy = 0;
+  let own = 0;
+  const run = new Map<string, { run: number; wait: number }>([["1", { run: 0, wait: 0 }], ["2", { run: 0, wait: 0 }]]);
+  const script: [number, number, number][] = [[0.8, 0.45, 2], [0.8, 0.45, 2], [0.1, 0.01, 1], [1.0, 0.05, 1], [1.0, 0.05, 1], [0.1, 0.01, 1], [0.1, 0.01, 2]];
+  let step = 0;
+  const next = (): CpuSample => {
+    const [others, wait, threads] = script[Math.min(step++, script.length - 1)]!;
+    at += 10;
+    own += threads; // jiffies of 10 ms: one per thread
+    busy += threads + others;
+    for (const [tid, r] of run) if (Number(tid) <= threads) run.set(tid, { run: r.run + 10 * ms * (1 - wait), wait: r.wait + 10 * ms * wait });
+    return { at, busy, total: at / 10 * 2, cpus: 2, own, threads: new Map([...run].map(([k, v]) => [k, { ...v }])) };
+  };
+  const applied: [number, number][] = [];
+  const logged: string[] = [];
+  let active = true;
+  const governor = new ThreadGovernor({ usable: 2, threads: 2, active: () => active, apply: async (n) => void applied.push([n, step]), log: (msg) => logged.push(msg), sample: next, intervalMs: 10 });
+  governor.wake();
+  for (const end = Date.now() + 10_000; step < 8 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 10));
+  active = false;
+  await new Promise((r) => setTimeout(r, 30));
+  t.same(applied.map(([n]) => n), [1, 2], "2 → 1 beside the hog, back to 2 once it left");
+  t.same(applied.map(([, look]) => look), [2, 6], "at the second look, and at the sixth: the third, straddling the change, was not judged");
+  t.equal(logged.filter((m) => m === "threads changed").length, 2, "each change logged");
+  t.ok(step >= 6, `it looked while a job ran (${step} looks)`);
+  const looks = step;
+  await new Promise((r) => setTimeout(r, 50));
+  t.equal(step, looks, "no job: it stopped looking");
+
+  const broken = new ThreadGovernor({ usable: 2, threads: 2, active: () => true, apply: async () => t.fail("nothing to apply"), log: (msg) => logged.push(msg), sample: () => { throw new Error("EACCES: /proc/stat"); }, intervalMs: 10 });
+  t.doesNotThrow(() => broken.wake(), "a job starts even where /proc cannot be read");
+  broken.wake();
+  t.equal(logged.filter((m) => m.startsWith("threads stay as loaded")).length, 1, "said once");
+  t.equal(broken.threads, 2, "the threads stay as loaded");
 });
