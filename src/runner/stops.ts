@@ -4,9 +4,9 @@
  * stop; a token costs at most a comparison of the held text with what was fed (linear in the held
  * text, as its detokenizing already is). Ollama's runner searches the held text anew for each stop
  * at every token and tries every prefix of each stop against its end: the same answers, at a cost
- * of the held text's length times the stops' lengths per token. A client can make that large on purpose (16 stops of up to the body limit, and
- * a prompt that makes the model echo a stop's start for thousands of tokens), and the runner's main
- * thread serves every sequence of the model.
+ * of the held text's length times the stops' lengths per token. A client can make that large on
+ * purpose (16 stops of up to the body limit, and a prompt that makes the model echo a stop's start
+ * for thousands of tokens), and the runner's main thread serves every sequence of the model.
  */
 
 /** A character the decoder gives for the bytes of a character not complete yet (more tokens may complete it). */

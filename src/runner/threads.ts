@@ -53,7 +53,8 @@ export interface Load {
 /** A process's user and system time in clock ticks (fields 14 and 15 of /proc/<pid>/stat); 0 when it is gone. */
 function cpuTicks(pid: string): number {
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(") ") + 2).split(" "); // the command may hold ") "
     return Number(fields[11]) + Number(fields[12]);
   } catch {
     return 0;
