@@ -61,3 +61,15 @@ export function formatBytes(n: number): string {
   }
   return `${i === 0 ? v : v.toFixed(1)} ${units[i]}`;
 }
+
+let isoMs = Number.NaN;
+let iso = "";
+/** `new Date().toISOString()`, formatted once per millisecond: every line of a stream carries it. */
+export function isoNow(): string {
+  const ms = Date.now();
+  if (ms !== isoMs) {
+    isoMs = ms;
+    iso = new Date(ms).toISOString();
+  }
+  return iso;
+}

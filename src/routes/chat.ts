@@ -13,6 +13,7 @@ import type { DebugRenderAnswer } from "../api/types.js";
 import { BadRequestError } from "../errors.js";
 import { readJson } from "../http/body.js";
 import { NdjsonStream, sendJson } from "../http/respond.js";
+import { isoNow } from "../units.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
 import type { ChatTurn, TokenLogprob, ToolCallSpec, ToolSpec } from "../runner/protocol.js";
@@ -33,7 +34,7 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
   const keepAliveMs = parseKeepAlive(body.keep_alive);
   const grammar = parseFormat(body.format);
   const target = await resolveTarget(services, body.model, body.options, keepAliveMs, ctx.log);
-  const stamp = () => ({ model: body.model, created_at: new Date().toISOString() });
+  const stamp = () => ({ model: body.model, created_at: isoNow() });
   const messages = body.messages ?? [];
 
   if (messages.length === 0) {

@@ -13,7 +13,7 @@ import { NdjsonStream, outputFlow, sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
 import type { GrammarSpec } from "../runner/protocol.js";
-import { parseDuration } from "../units.js";
+import { isoNow, parseDuration } from "../units.js";
 import { emptyStats, finalStats, loadOrUnload, requireCompletion, resolveTarget, withLease } from "./completion.js";
 import { checkGenerate, generatePrompt, promptText, quickRender } from "./generate-prompt.js";
 import { runtimeOf } from "./template-chat.js";
@@ -35,7 +35,7 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
   const grammar = parseFormat(body.format);
   const target = await resolveTarget(services, body.model, body.options, keepAliveMs, ctx.log);
   const { model, opts } = target;
-  const stamp = () => ({ model: body.model, created_at: new Date().toISOString(), response: "" });
+  const stamp = () => ({ model: body.model, created_at: isoNow(), response: "" });
   // As Ollama: the unload form works on any model; everything else needs one that completes text.
   if (!(body.prompt === "" && !body.context?.length && keepAliveMs === 0)) await requireCompletion(services, target, "generate");
 
@@ -44,7 +44,7 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
     return sendJson(ctx.res, 200, { ...stamp(), done: true, done_reason: doneReason } satisfies GenerateFinal);
   }
   const template = checkGenerate(body, model);
-  const debug = (rendered: string) => sendJson(ctx.res, 200, { model: body.model, created_at: new Date().toISOString(), _debug_info: { rendered_template: rendered } } satisfies DebugRenderAnswer);
+  const debug = (rendered: string) => sendJson(ctx.res, 200, { model: body.model, created_at: isoNow(), _debug_info: { rendered_template: rendered } } satisfies DebugRenderAnswer);
   if (body._debug_render_only && template) {
     const quick = await quickRender(body, model, template, opts.numCtx ?? services.config.contextLength);
     if (quick !== undefined) return debug(quick);
