@@ -5,14 +5,14 @@
  *
  *   npm run bench -- [--model bench-100m|bench-1b|PATH] [--threads N] [--rounds N] [--tokens N]
  *                    [--serving-rounds N] [--llama-server] [--quick] [--cache DIR] [--json FILE]
- *                    [--only aggregate|speculative] [--llama-server-engine auto|native|prebuilt]
+ *                    [--only aggregate|busy|speculative] [--llama-server-engine auto|native|prebuilt]
  *
  * `--quick` (2 rounds, serving figures 1 round, 32 tokens) runs every section fast: it checks that
  * the command works, its figures mean nothing.
  *
  * `--only <section>` runs one section (`--serving-rounds` rounds) and prints its rows: `aggregate`
- * (4 and 8 streams, against llama-server with `--llama-server`; no TTFT-under-load probes) or
- * `speculative` (the speculative-decoding rows).
+ * (4 and 8 streams, against llama-server with `--llama-server`; no TTFT-under-load probes), `busy`
+ * (the busy-host and two-models rows) or `speculative` (the speculative-decoding rows).
  *
  * `--llama-server-engine` picks the llama.cpp libraries llama-server runs on (bench/llama-server.ts):
  * its own native build, or node-llama-cpp's prebuilt ones (lmd's); `auto` (the default) is native
@@ -56,8 +56,11 @@ const { values: args } = parseArgs({
     only: { type: "string" },
   },
 });
-if (args.only !== undefined && args.only !== "aggregate" && args.only !== "speculative") {
-  process.stderr.write(`--only takes one section: aggregate or speculative (got '${args.only}')\n`);
+const sections = ["aggregate", "busy", "speculative"] as const;
+type Section = (typeof sections)[number];
+const isSection = (s: string | undefined): s is Section => sections.includes(s as Section);
+if (args.only !== undefined && !isSection(args.only)) {
+  process.stderr.write(`--only takes one section: ${sections.join(", ")} (got '${args.only}')\n`);
   process.exit(2);
 }
 const engine = args["llama-server-engine"] as LlamaServerEngine;
@@ -156,7 +159,7 @@ const rate = (r: DecodeResult) => {
 async function main(): Promise<void> {
   const modelFile = await ensureModel();
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
-  if (args.only === "aggregate" || args.only === "speculative") return only(modelFile, args.only);
+  if (isSection(args.only)) return only(modelFile, args.only);
   const idleLmd = await startLmd(modelFile, {});
   await new Promise((r) => setTimeout(r, 1000));
   const rssIdle = rssMb(idleLmd.child.pid);
@@ -257,6 +260,7 @@ async function main(): Promise<void> {
     probes: args.quick ? 2 : 5,
     warmUpTokens,
     cache,
+    modelFile,
     sampling,
     log,
   });
@@ -294,7 +298,7 @@ async function main(): Promise<void> {
 }
 
 /** `--only <section>`: one section of the serving figures, its rows and the load. */
-async function only(modelFile: string, section: "aggregate" | "speculative"): Promise<void> {
+async function only(modelFile: string, section: Section): Promise<void> {
   const serving = await servingFigures({
     startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
     startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel, engine) : undefined,
@@ -303,6 +307,7 @@ async function only(modelFile: string, section: "aggregate" | "speculative"): Pr
     probes: 0,
     warmUpTokens,
     cache,
+    modelFile,
     sampling,
     log,
     only: section,

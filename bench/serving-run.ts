@@ -22,10 +22,12 @@ export interface ServingContext {
   /** Tokens each server generates before an aggregate block measures (at least 2 rounds of its workload). */
   warmUpTokens: number;
   cache: string;
+  /** The benchmark's model file (the two-models block serves it under a second name too). */
+  modelFile: string;
   sampling: Sampling;
   log(msg: string): void;
-  /** `--only <section>`: that section alone (`aggregate`: 4 and 8 streams, without the TTFT-under-load probes; `speculative`). */
-  only?: "aggregate" | "speculative" | undefined;
+  /** `--only <section>`: that section alone (`aggregate`: 4 and 8 streams, without the TTFT-under-load probes; `busy`: the busy-host and two-models rows; `speculative`). */
+  only?: "aggregate" | "busy" | "speculative" | undefined;
 }
 
 type Samples = Record<string, number[]>;
@@ -158,7 +160,7 @@ async function busyHost(ctx: ServingContext, add: (k: string, v: number) => void
   };
   // What the daemon decodes with after its governor's changes (src/runner/threads.ts), and each round's.
   const threadsNow: Record<string, number> = {};
-  const seen: Record<string, number[]> = { quiet: [], later: [] };
+  const seen: Record<string, number[]> = { quiet: [], hog: [], later: [] };
   // The governor looks once a second while a generation runs: 3 s of decoding let it settle.
   const settleThreads = async (d: Daemon, salt: number) => {
     const end = performance.now() + 3000;
@@ -177,6 +179,10 @@ async function busyHost(ctx: ServingContext, add: (k: string, v: number) => void
     add("busy.auto.quiet", await lmdSingle(quiet.url, "bench", tokens, ctx.sampling, round));
     hog = startHog(hogSeconds);
     await sleep(300);
+    // Prepared as the quiet figure is, by 3 s of decoding (here beside the hog): straight after the
+    // seconds it idled while the other daemon ran, its first tokens decode slower (Method).
+    await settleThreads(busy, -200 - round);
+    seen.hog!.push(threadsNow.hog ?? Number.parseInt(chosen.hog ?? "0"));
     add("busy.auto.hog", await lmdSingle(busy.url, "bench", tokens, ctx.sampling, round));
     // The daemon loaded on the quiet host, with the hog arriving after its load.
     await settleThreads(quiet, -100 - round);
@@ -185,10 +191,43 @@ async function busyHost(ctx: ServingContext, add: (k: string, v: number) => void
     await stopHog(hog);
   }
   chosen.quietRounds = seen.quiet!.join(", ");
+  chosen.hogRounds = seen.hog!.join(", ");
   chosen.laterRounds = seen.later!.join(", ");
   await stop(quiet);
   await stop(busy);
   return chosen;
+}
+
+/**
+ * Two models decoding at once, each in its runner: the bench model under a second name. Each other's
+ * runner is then a busy neighbour. Once with `SERVICE_THREADS` set to every core (each runner keeps
+ * them), once with the default rule (each runner's governor changes its threads while it serves).
+ * Each figure follows 3 s of the same decoding (alone, or both at once), so the governor has
+ * settled; "alone" is one model decoding while the other idles.
+ */
+async function twoModels(ctx: ServingContext, add: (k: string, v: number) => void): Promise<void> {
+  ctx.log("two models at once");
+  const tokens = Math.min(ctx.tokens, 64);
+  const names = ["bench", "bench-b"] as const;
+  const decodeFor = async (url: string, models: readonly string[], ms: number, salt: number) => {
+    const end = performance.now() + ms;
+    for (let i = 0; performance.now() < end; i++) await Promise.all(models.map((m) => lmdSingle(url, m, tokens, ctx.sampling, salt * 100 + i)));
+  };
+  for (const [tag, threads] of [["fixed", String(cores())], ["auto", ""]] as const) {
+    const lmd = await ctx.startLmd({ SERVICE_THREADS: threads, SERVICE_KEEP_ALIVE: "-1", SERVICE_MAX_LOADED_MODELS: "2" }, { "bench-b": { file: ctx.modelFile } });
+    // The daemon warms up with the usual ~6,144 tokens, half through each model's runner.
+    for (const m of names) for (let i = 0; i < Math.ceil(ctx.warmUpTokens / 1024); i++) await lmdSingle(lmd.url, m, 512, ctx.sampling, -1 - i);
+    for (let round = 0; round < ctx.rounds; round++) {
+      for (const m of names) {
+        await decodeFor(lmd.url, [m], 3000, -1 - round);
+        add(`two.${tag}.alone`, await lmdSingle(lmd.url, m, tokens, ctx.sampling, round));
+      }
+      await decodeFor(lmd.url, names, 3000, -100 - round);
+      const both = await Promise.all(names.map((m) => lmdSingle(lmd.url, m, tokens, ctx.sampling, round)));
+      for (const rate of both) add(`two.${tag}.together`, rate);
+    }
+    await stop(lmd);
+  }
 }
 
 /**
@@ -249,7 +288,7 @@ export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]
   const rows: Row[] = [];
   let chosen: Record<string, string> = {};
   if (ctx.only !== "speculative") chosen = await throughputRows(ctx, samples, rows);
-  if (ctx.only === "aggregate") return { rows, samples, chosen };
+  if (ctx.only === "aggregate" || ctx.only === "busy") return { rows, samples, chosen };
   const identical = await speculative(ctx, add);
   const plain = m("spec.plain");
   const label: Record<string, [string, string]> = {
@@ -264,37 +303,43 @@ export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]
   return { rows, samples, chosen };
 }
 
-/** The aggregate, TTFT-under-load and busy-host rows (every serving figure but the speculative ones). */
+/** The aggregate, TTFT-under-load, busy-host and two-models rows (every serving figure but the speculative ones). */
 async function throughputRows(ctx: ServingContext, samples: Samples, rows: Row[]): Promise<Record<string, string>> {
   const add = (k: string, v: number) => (samples[k] ??= []).push(v);
   const m = (k: string) => median(samples[k] ?? []);
   const ls = ctx.startServer !== undefined;
-  for (const n of [4, 8]) {
-    await aggregate(ctx, n, add);
-    const spread = ls ? ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} vs ${f(m(`agg${n}.spread.llama-server`), 0)} ms)` : ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} ms)`;
-    rows.push([`aggregate decode tok/s, ${n} streams (\`SERVICE_NUM_PARALLEL=${n}\` vs \`-np ${n}\`)`, (ls ? `${f(m(`agg${n}.lmd`))} vs ${f(m(`agg${n}.llama-server`))}` : f(m(`agg${n}.lmd`))) + spread, ls ? ratio(m(`agg${n}.lmd`), m(`agg${n}.llama-server`)) : "—", "≥ 1.0"]);
+  if (ctx.only !== "busy") {
+    for (const n of [4, 8]) {
+      await aggregate(ctx, n, add);
+      const spread = ls ? ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} vs ${f(m(`agg${n}.spread.llama-server`), 0)} ms)` : ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} ms)`;
+      rows.push([`aggregate decode tok/s, ${n} streams (\`SERVICE_NUM_PARALLEL=${n}\` vs \`-np ${n}\`)`, (ls ? `${f(m(`agg${n}.lmd`))} vs ${f(m(`agg${n}.llama-server`))}` : f(m(`agg${n}.lmd`))) + spread, ls ? ratio(m(`agg${n}.lmd`), m(`agg${n}.llama-server`)) : "—", "≥ 1.0"]);
+    }
+    if (ctx.only === "aggregate") return {};
+    const starved = (kind: ServerKind) => {
+      const k = (samples[`ttft.starved.${kind}`] ?? []).length;
+      return k ? `, **${k} of ${(samples[`ttft.load.${kind}`] ?? []).length} got no token until the others were stopped (> ${STARVED_MS / 1000} s)**` : "";
+    };
+    rows.push([
+      "TTFT of a new ~64-token request while 3 others stream, ms (idle server in brackets)",
+      (ls ? `${f(m("ttft.load.lmd"))} vs ${f(m("ttft.load.llama-server"))} (${f(m("ttft.idle.lmd"))} vs ${f(m("ttft.idle.llama-server"))})` : `${f(m("ttft.load.lmd"))} (${f(m("ttft.idle.lmd"))})`) +
+        starved("lmd") + (ls ? starved("llama-server").replace(", **", ", **llama-server: ") : ""),
+      ls ? ratio(m("ttft.load.lmd"), m("ttft.load.llama-server")) : "—",
+      "≤ 1.0",
+    ]);
   }
-  if (ctx.only === "aggregate") return {};
-  const starved = (kind: ServerKind) => {
-    const k = (samples[`ttft.starved.${kind}`] ?? []).length;
-    return k ? `, **${k} of ${(samples[`ttft.load.${kind}`] ?? []).length} got no token until the others were stopped (> ${STARVED_MS / 1000} s)**` : "";
-  };
-  rows.push([
-    "TTFT of a new ~64-token request while 3 others stream, ms (idle server in brackets)",
-    (ls ? `${f(m("ttft.load.lmd"))} vs ${f(m("ttft.load.llama-server"))} (${f(m("ttft.idle.lmd"))} vs ${f(m("ttft.idle.llama-server"))})` : `${f(m("ttft.load.lmd"))} (${f(m("ttft.idle.lmd"))})`) +
-      starved("lmd") + (ls ? starved("llama-server").replace(", **", ", **llama-server: ") : ""),
-    ls ? ratio(m("ttft.load.lmd"), m("ttft.load.llama-server")) : "—",
-    "≤ 1.0",
-  ]);
 
   const chosen = await busyHost(ctx, add);
+  await twoModels(ctx, add);
   for (let t = 1; t <= cores(); t++) {
     rows.push([`busy host: decode tok/s, \`SERVICE_THREADS=${t}\`, quiet → CPU hog on core 0`, `${f(m(`busy.${t}.quiet`))} → ${f(m(`busy.${t}.hog`))}`, ratio(m(`busy.${t}.hog`), m(`busy.${t}.quiet`)), "—"]);
   }
-  rows.push([`busy host: decode tok/s, default rule (threads chosen: ${chosen.quiet ?? "?"} quiet, ${chosen.hog ?? "?"} with the hog), quiet → hog`, `${f(m("busy.auto.quiet"))} → ${f(m("busy.auto.hog"))}`, ratio(m("busy.auto.hog"), m("busy.auto.quiet")), "≥ 0.45"]);
+  rows.push([`busy host: decode tok/s, default rule (threads chosen at load: ${chosen.quiet ?? "?"} quiet, ${chosen.hog ?? "?"} with the hog; after 3 s of decoding: ${chosen.quietRounds ?? "?"} quiet, ${chosen.hogRounds ?? "?"} with the hog), quiet → hog`, `${f(m("busy.auto.quiet"))} → ${f(m("busy.auto.hog"))}`, ratio(m("busy.auto.hog"), m("busy.auto.quiet")), "≥ 0.45"]);
   rows.push([`busy host: decode tok/s, default rule, loaded on the quiet host and the hog arriving after (threads after 3 s of decoding: ${chosen.quietRounds ?? "?"} quiet, ${chosen.laterRounds ?? "?"} with the hog), quiet → hog`, `${f(m("busy.auto.quiet"))} → ${f(m("busy.auto.later"))}`, ratio(m("busy.auto.later"), m("busy.auto.quiet")), "≥ 0.45"]);
   const quietBest = Math.max(...Array.from({ length: cores() }, (_, i) => m(`busy.${i + 1}.quiet`)));
   rows.push(["busy host: default rule with the hog vs the best quiet figure of any thread count", `${f(m("busy.auto.hog"))} vs ${f(quietBest)}`, ratio(m("busy.auto.hog"), quietBest), "≥ 0.45"]);
+  for (const [tag, text] of [["fixed", `\`SERVICE_THREADS=${cores()}\``], ["auto", "default rule"]] as const) {
+    rows.push([`two models decoding at once (the bench model under two names), ${text}: each model's decode tok/s, alone → both at once`, `${f(m(`two.${tag}.alone`))} → ${f(m(`two.${tag}.together`))}`, ratio(m(`two.${tag}.together`), m(`two.${tag}.alone`)), "—"]);
+  }
 
   return chosen;
 }
