@@ -29,40 +29,50 @@ export interface Generated {
   draftAcceptedCount?: number | undefined;
 }
 
-/** One streaming /api/generate; times are ms since `t0` (performance.now()). */
-export async function lmdGenerate(url: string, body: Record<string, unknown>, t0 = performance.now()): Promise<Generated> {
+/**
+ * One streaming /api/generate; times are ms since `t0` (performance.now()). Aborting `signal` ends
+ * it early (the daemon cancels the job when the client goes): the count is then the token lines
+ * that came (one per token here: no stop sequences, no split characters in the bench's text).
+ */
+export async function lmdGenerate(url: string, body: Record<string, unknown>, t0 = performance.now(), signal?: AbortSignal): Promise<Generated> {
   const sent = performance.now();
-  const res = await fetch(`${url}/api/generate`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-  if (!res.ok || !res.body) throw new Error(`lmd answered ${res.status}: ${await res.text()}`);
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
   let buf = "";
   let first = 0;
   let last = 0;
+  let lines = 0;
   let final: Record<string, unknown> = {};
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    buf += decoder.decode(value, { stream: true });
-    let i: number;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      const line = JSON.parse(buf.slice(0, i)) as Record<string, unknown>;
-      buf = buf.slice(i + 1);
-      if (line.done) final = line;
-      else {
-        const now = performance.now();
-        if (!first) first = now;
-        last = now;
+  try {
+    const res = await fetch(`${url}/api/generate`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+    if (!res.ok || !res.body) throw new Error(`lmd answered ${res.status}: ${await res.text()}`);
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      buf += decoder.decode(value, { stream: true });
+      let i: number;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        const line = JSON.parse(buf.slice(0, i)) as Record<string, unknown>;
+        buf = buf.slice(i + 1);
+        if (line.done) final = line;
+        else {
+          const now = performance.now();
+          if (!first) first = now;
+          last = now;
+          lines++;
+        }
       }
     }
+    if (buf.trim()) final = JSON.parse(buf) as Record<string, unknown>;
+  } catch (err) {
+    if (!signal?.aborted) throw err;
   }
-  if (buf.trim()) final = JSON.parse(buf) as Record<string, unknown>;
   if (!first) first = last = performance.now();
   return {
     ttftMs: first - sent,
     firstMs: first - t0,
     lastMs: last - t0,
-    evalCount: Number(final.eval_count ?? 0),
+    evalCount: Number(final.eval_count ?? lines),
     promptEvalCount: Number(final.prompt_eval_count ?? 0),
     context: (final.context as number[] | undefined) ?? [],
     draftCount: final.draft_count as number | undefined,
