@@ -18,6 +18,8 @@
  *   threads while it serves (src/runner/threads.ts): a context known here moves to a pool of its
  *   new size (none for 1 thread). A pool's idle workers would otherwise poll through every graph
  *   they take no part in (ggml's workers of index ≥ the graph's threads spin until the next one).
+ *   The pool it leaves is freed after the context's next decode, not before: ggml's CPU backend
+ *   still holds it until then (`stale` below).
  * - llama_free(ctx): frees the context, then its pool once no context uses it.
  *
  * Each calls libllama's own function; nothing else changes. Only pointers and ints cross this
@@ -92,6 +94,12 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	struct llama_context *ctx;
 	struct ggml_threadpool *pool;
+	/*
+	 * The pool the context's CPU backend last computed with, after the context left it: the backend
+	 * keeps that pointer until the context's next graph, where ggml pauses the pool it switches
+	 * away from (ggml_backend_cpu_set_threadpool). Until that decode the pool must not be freed.
+	 */
+	struct ggml_threadpool *stale;
 } contexts[MAX_CONTEXTS];
 static struct {
 	struct ggml_threadpool *pool;
@@ -191,39 +199,60 @@ static struct ggml_threadpool *pool_for(struct llama_context *ctx) {
 	return pools[slot].pool;
 }
 
+/* One user fewer for `pool` (it is freed by a sweep once no context uses it or may still touch it). Under the lock. */
+static void unuse(struct ggml_threadpool *pool) {
+	for (int j = 0; pool != NULL && j < MAX_CONTEXTS; j++)
+		if (pools[j].pool == pool) pools[j].users--;
+}
+
+struct unused {
+	struct ggml_threadpool *pools[MAX_CONTEXTS];
+	int count;
+};
+
+/* Takes out the pools no context uses nor may still touch (the caller frees them, unlocked). Under the lock. */
+static void sweep(struct unused *out) {
+	out->count = 0;
+	for (int j = 0; j < MAX_CONTEXTS; j++) {
+		if (pools[j].pool == NULL || pools[j].users > 0) continue;
+		int stale = 0;
+		for (int i = 0; i < MAX_CONTEXTS && !stale; i++) stale = contexts[i].ctx != NULL && contexts[i].stale == pools[j].pool;
+		if (stale) continue;
+		out->pools[out->count++] = pools[j].pool;
+		pools[j].pool = NULL;
+	}
+}
+
+static void free_pools(const struct unused *unused) {
+	pool_free_fn pool_free = unused->count > 0 ? (pool_free_fn)cpu_backend_function("ggml_threadpool_free") : NULL;
+	for (int i = 0; pool_free != NULL && i < unused->count; i++) pool_free(unused->pools[i]);
+}
+
 void llama_synchronize(struct llama_context *ctx) {
 	static void (*synchronize)(struct llama_context *);
 	if (synchronize == NULL) synchronize = (void (*)(struct llama_context *))real("llama_synchronize");
 	synchronize(ctx);
 	if (ctx == NULL) return;
+	struct unused unused = {.count = 0};
 	pthread_mutex_lock(&lock);
 	int known = 0, slot = -1;
 	for (int i = 0; i < MAX_CONTEXTS && !known; i++) {
-		if (contexts[i].ctx == ctx) known = 1;
-		else if (contexts[i].ctx == NULL && slot < 0) slot = i;
+		if (contexts[i].ctx == ctx) {
+			known = 1;
+			/* A decode ran: its backend has let go of the pool the context left (if any). */
+			if (contexts[i].stale != NULL) {
+				contexts[i].stale = NULL;
+				sweep(&unused);
+			}
+		} else if (contexts[i].ctx == NULL && slot < 0) slot = i;
 	}
 	if (!known && slot >= 0) {
 		contexts[slot].ctx = ctx; /* also when it gets no pool: asked once per context */
 		contexts[slot].pool = pool_for(ctx);
+		contexts[slot].stale = NULL;
 	}
 	pthread_mutex_unlock(&lock);
-}
-
-/* One user fewer for `pool`; the pool itself when that was the last (the caller frees it). Under the lock. */
-static struct ggml_threadpool *unuse(struct ggml_threadpool *pool) {
-	for (int j = 0; pool != NULL && j < MAX_CONTEXTS; j++) {
-		if (pools[j].pool != pool) continue;
-		if (--pools[j].users > 0) return NULL;
-		pools[j].pool = NULL;
-		return pool;
-	}
-	return NULL;
-}
-
-static void free_pool(struct ggml_threadpool *pool) {
-	if (pool == NULL) return;
-	pool_free_fn pool_free = (pool_free_fn)cpu_backend_function("ggml_threadpool_free");
-	if (pool_free != NULL) pool_free(pool);
+	free_pools(&unused);
 }
 
 /* The threads of the pool a context uses: 1 without one (it decodes on the calling thread). Under the lock. */
@@ -235,7 +264,8 @@ static int32_t pool_threads(struct ggml_threadpool *pool) {
 
 /*
  * Called between two decodes of the context (the runner holds its context lock), never during one:
- * the pool it leaves is detached first, and freed only once no context uses it.
+ * the pool it leaves is detached first, and freed only once no context uses it and the context's
+ * backend has computed a graph without it (`stale`).
  */
 void llama_set_n_threads(struct llama_context *ctx, int32_t n_threads, int32_t n_threads_batch) {
 	static void (*set_threads)(struct llama_context *, int32_t, int32_t);
@@ -243,7 +273,7 @@ void llama_set_n_threads(struct llama_context *ctx, int32_t n_threads, int32_t n
 	set_threads(ctx, n_threads, n_threads_batch);
 	if (ctx == NULL) return;
 	detach_fn detach = (detach_fn)real("llama_detach_threadpool");
-	struct ggml_threadpool *unused = NULL;
+	struct unused unused = {.count = 0};
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < MAX_CONTEXTS; i++) {
 		if (contexts[i].ctx != ctx) continue;
@@ -251,27 +281,34 @@ void llama_set_n_threads(struct llama_context *ctx, int32_t n_threads, int32_t n
 		if (contexts[i].pool != NULL) {
 			if (detach == NULL) break; /* cannot leave it: the context keeps its pool, as before */
 			detach(ctx);
-			unused = unuse(contexts[i].pool);
+			/* Without a decode since the last change, the backend still holds the pool before that one. */
+			if (contexts[i].stale == NULL) contexts[i].stale = contexts[i].pool;
+			unuse(contexts[i].pool);
 		}
 		contexts[i].pool = pool_for(ctx);
+		sweep(&unused);
 		break;
 	}
 	pthread_mutex_unlock(&lock);
-	free_pool(unused);
+	free_pools(&unused);
 }
 
 void llama_free(struct llama_context *ctx) {
 	static void (*free_context)(struct llama_context *);
 	if (free_context == NULL) free_context = (void (*)(struct llama_context *))real("llama_free");
-	struct ggml_threadpool *unused = NULL;
+	struct unused unused = {.count = 0};
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < MAX_CONTEXTS; i++) {
 		if (contexts[i].ctx != ctx) continue;
-		unused = unuse(contexts[i].pool);
+		unuse(contexts[i].pool);
 		contexts[i].ctx = NULL;
 		contexts[i].pool = NULL;
+		contexts[i].stale = NULL;
 	}
 	pthread_mutex_unlock(&lock);
-	free_context(ctx); /* the context lets go of its pool first */
-	free_pool(unused);
+	free_context(ctx); /* the context and its backend let go of their pools first */
+	pthread_mutex_lock(&lock);
+	sweep(&unused);
+	pthread_mutex_unlock(&lock);
+	free_pools(&unused);
 }

@@ -5,10 +5,12 @@
  * timing test: it checks which threads the runner has (/proc/<pid>/task) and that the tokens are
  * the same as without the library.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { pino } from "pino";
 import t, { type Test } from "tap";
 import { Runner, threadpoolLibrary } from "../../src/runner/client.js";
@@ -16,6 +18,7 @@ import type { GenerateJob, LoadSpec } from "../../src/runner/protocol.js";
 import { testGguf } from "../helpers/models.js";
 import { tracedRunner } from "../helpers/traced-runner.js";
 
+const run = promisify(execFile);
 const tasks = (pid: number) => new Set(readdirSync(`/proc/${pid}/task`));
 const greedy = (text: string): GenerateJob => ({
   prompt: { kind: "text", text },
@@ -119,6 +122,25 @@ t.test("automatic threads follow a busy process that arrives after the load, and
   busy.kill("SIGKILL");
   t.ok(await generateUntil(runner, () => changed(2), 20_000), "once it left, with 2 again");
   t.equal([...tasks(pid)].filter((id) => !single.has(id)).length, 1, "with a worker thread again");
+});
+
+t.test("a context's threads changed back and forth between decodes: it decodes on, and frees cleanly", async (t) => {
+  // A pool a context leaves is freed only after the context's next decode: ggml's CPU backend keeps
+  // the pool it last computed with and pauses it when the next graph switches away from it
+  // (ggml_backend_cpu_set_threadpool). Freed at the change itself, it was used after free: with two
+  // models decoding at once the governors changed threads every few seconds and a runner hung,
+  // then died of SIGSEGV; this helper hung or aborted in 4 runs of 4 on that library.
+  const library = threadpoolLibrary();
+  if (!library) return t.fail("the threadpool library was not built");
+  const flips = 150;
+  const { stdout } = await run(process.execPath, [fileURLToPath(new URL("../helpers/thread-flips.mjs", import.meta.url)), await testGguf({ preset: "small" }), String(flips)], {
+    env: { ...process.env, LD_PRELOAD: library, UV_THREADPOOL_SIZE: "1" },
+    timeout: 120_000,
+    killSignal: "SIGKILL",
+  });
+  const { sent, held } = JSON.parse(stdout) as { sent: number; held: number };
+  t.ok(sent > flips, `${sent} tokens sent over ${flips} changes`);
+  t.equal(held, sent, "the context holds every token decoded after each change");
 });
 
 t.test("threads set by number stay as set, whatever else runs", async (t) => {
