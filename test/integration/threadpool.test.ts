@@ -129,7 +129,7 @@ t.test("a context's threads changed back and forth between decodes: it decodes o
   // the pool it last computed with and pauses it when the next graph switches away from it
   // (ggml_backend_cpu_set_threadpool). Freed at the change itself, it was used after free: with two
   // models decoding at once the governors changed threads every few seconds and a runner hung,
-  // then died of SIGSEGV; this helper hung or aborted in 4 runs of 4 on that library.
+  // then died of SIGSEGV; 150 changes hung or aborted in 7 runs of 7 on that library.
   const library = threadpoolLibrary();
   if (!library) return t.fail("the threadpool library was not built");
   const flips = 150;
