@@ -2,8 +2,8 @@
  * Run by test/integration/threadpool.test.ts with the threadpool library preloaded, as a runner
  * runs: `node thread-flips.mjs MODEL FLIPS`. Changes a context's threads 1 ↔ 2 FLIPS times, with
  * one decode after each change (what a runner's governor does beside a neighbour that comes and
- * goes), then prints how many tokens it sent and how many the context holds, and frees it. Plain JavaScript: it runs
- * without the tests' TypeScript loader.
+ * goes), then prints how many tokens it sent and how many the context holds, and frees it. Plain
+ * JavaScript: it runs without the tests' TypeScript loader.
  */
 import { getLlama } from "node-llama-cpp";
 
