@@ -14,9 +14,19 @@ import type { RunnerGpu } from "./protocol.js";
 
 export type EngineLog = (level: "debug" | "error", message: string) => void;
 
-/** The Llama a runner loads its models with: the prebuilt or locally built addon, never a build here. */
-export function openLlama(gpu: RunnerGpu, log: EngineLog): Promise<Llama> {
-  return getLlama({
+/**
+ * The Llama a runner loads its models with: the prebuilt or locally built addon, never a build here.
+ *
+ * `cuda` or `vulkan` insists on that backend (docs/configuration.md). node-llama-cpp tests a prebuilt
+ * binary before it loads it and refuses one with no usable device, but a local build (a CUDA build
+ * made with bench/build-cuda.sh, say) loads untested, and when its backend finds no device (no
+ * driver, a driver older than the CUDA runtime) it comes back with `gpu: false`: the models would
+ * then run on the CPU with nothing but a log line to say so. That is refused here, with llama.cpp's
+ * own reason.
+ */
+export async function openLlama(gpu: RunnerGpu, log: EngineLog, get: typeof getLlama = getLlama): Promise<Llama> {
+  let lastError = "";
+  const llama = await get({
     gpu,
     maxThreads: 0,
     build: "never",
@@ -24,7 +34,14 @@ export function openLlama(gpu: RunnerGpu, log: EngineLog): Promise<Llama> {
     logLevel: LlamaLogLevel.warn,
     logger: (level, message) => {
       const text = message.trim();
-      if (text) log(level === LlamaLogLevel.error || level === LlamaLogLevel.fatal ? "error" : "debug", `llama.cpp: ${text}`);
+      const error = level === LlamaLogLevel.error || level === LlamaLogLevel.fatal;
+      if (error && text) lastError = text;
+      if (text) log(error ? "error" : "debug", `llama.cpp: ${text}`);
     },
   });
+  if ((gpu === "cuda" || gpu === "vulkan") && llama.gpu !== gpu) {
+    await llama.dispose();
+    throw new Error(`SERVICE_GPU is ${gpu}, but the ${gpu} backend found no usable device${lastError ? ` (${lastError})` : ""}`);
+  }
+  return llama;
 }
