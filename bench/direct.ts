@@ -6,7 +6,7 @@
 import { getLlama, LlamaCompletion, LlamaLogLevel, type LlamaContext, type LlamaContextSequence, type LlamaModel } from "node-llama-cpp";
 
 export type DirectRequest =
-  | { op: "load"; model: string; threads: number; sequences: number; contextSize: number }
+  | { op: "load"; model: string; threads: number; sequences: number; contextSize: number; gpu?: "cuda" | "vulkan" | undefined }
   | { op: "decode"; prompt: string; tokens: number; streams: number }
   | { op: "ttft"; prompt: string; prefillTokens?: boolean }
   | { op: "exit" };
@@ -26,12 +26,13 @@ let completions: LlamaCompletion[] = [];
 const SAMPLING = { temperature: 0.8, topK: 40, topP: 0.9, minP: 0, seed: 1 };
 
 async function load(req: Extract<DirectRequest, { op: "load" }>): Promise<unknown> {
-  const llama = await getLlama({ gpu: false, build: "never", maxThreads: req.threads, progressLogs: false, logLevel: LlamaLogLevel.warn });
-  model = await llama.loadModel({ modelPath: req.model });
+  const llama = await getLlama({ gpu: req.gpu ?? false, build: "never", maxThreads: req.threads, progressLogs: false, logLevel: LlamaLogLevel.warn });
+  // On a GPU, every layer offloaded, as lmd and llama-server (`-ngl 999`) have it in the benchmark.
+  model = await llama.loadModel({ modelPath: req.model, ...(req.gpu ? { gpuLayers: "max" as const } : {}) });
   context = await model.createContext({ contextSize: req.contextSize, sequences: req.sequences, threads: req.threads });
   sequences = Array.from({ length: req.sequences }, () => context!.getSequence());
   completions = sequences.map((contextSequence) => new LlamaCompletion({ contextSequence }));
-  return { gpu: llama.gpu, threads: req.threads };
+  return { gpu: llama.gpu, devices: llama.gpu ? await llama.getGpuDeviceNames() : [], gpuLayers: model.gpuLayers, threads: req.threads };
 }
 
 /** `streams` concurrent completions of `tokens` tokens each, on fresh sequences state. */

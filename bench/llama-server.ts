@@ -4,7 +4,7 @@
  * Every figure is timed by the client, as lmd's are (bench/http.ts): same clock, same HTTP.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import type { Sampling } from "./http.js";
@@ -34,7 +34,12 @@ export type LlamaServerEngine = "native" | "prebuilt" | "auto";
 interface Launch {
   bin: string;
   env: NodeJS.ProcessEnv;
-  engine: "native" | "prebuilt";
+  /** `given`: a binary named with `--llama-server-bin` (the GPU runs: built with the addon, bench/build-cuda.sh). */
+  engine: "native" | "prebuilt" | "given";
+  /** `-ngl`: layers offloaded to the GPU (undefined: none, a CPU run). */
+  gpuLayers?: number | undefined;
+  /** Where its stderr goes (a GPU run keeps it: the log says where each layer went). */
+  log?: string | undefined;
 }
 
 let native: string | undefined;
@@ -77,7 +82,10 @@ function prebuiltEngine(root: string, cache: string): Launch {
 async function launch(l: Launch, model: string, threads: number, parallel: number): Promise<{ url: string; child: ChildProcess } | { exit: string }> {
   const port = await freePort();
   const args = ["-m", model, "-t", String(threads), "-tb", String(threads), "-c", String(4096 * parallel), "-np", String(parallel), "--host", "127.0.0.1", "--port", String(port)];
-  const child = track(spawn(l.bin, args, { stdio: "ignore", env: l.env }));
+  if (l.gpuLayers !== undefined) args.push("-ngl", String(l.gpuLayers));
+  const stderr = l.log ? openSync(l.log, "a") : "ignore";
+  const child = track(spawn(l.bin, args, { stdio: ["ignore", "ignore", stderr], env: l.env }));
+  if (typeof stderr === "number") closeSync(stderr);
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 600; i++) {
     if (child.exitCode !== null || child.signalCode !== null) return { exit: child.signalCode ?? `exit code ${child.exitCode}` };
@@ -92,7 +100,14 @@ async function launch(l: Launch, model: string, threads: number, parallel: numbe
 /** What the run's llama-server figures were measured on, for the table (undefined before the first start). */
 export function llamaServerEngine(): string | undefined {
   if (!chosen) return undefined;
+  if (chosen.engine === "given") return `llama-server: ${chosen.bin}${chosen.gpuLayers === undefined ? "" : `, -ngl ${chosen.gpuLayers}`}`;
   return chosen.engine === "native" ? "llama-server: native build" : "llama-server: node-llama-cpp's prebuilt llama.cpp libraries";
+}
+
+/** Every later start runs `bin` (with `-ngl gpuLayers` on a GPU, its stderr appended to `log`) instead of a build of the bench's own. */
+export function useLlamaServerBinary(bin: string, gpuLayers?: number, log?: string): void {
+  if (!existsSync(bin)) throw new Error(`--llama-server-bin: ${bin} does not exist`);
+  chosen = { bin, env: process.env, engine: "given", gpuLayers, log };
 }
 
 /** llama-server with `-np parallel` slots of 4096 tokens each (lmd's SERVICE_CONTEXT_LENGTH per sequence). */

@@ -6,6 +6,7 @@
  *   npm run bench -- [--model bench-100m|bench-1b|PATH] [--threads N] [--rounds N] [--tokens N]
  *                    [--serving-rounds N] [--llama-server] [--quick] [--cache DIR] [--json FILE]
  *                    [--only aggregate|busy|speculative] [--llama-server-engine auto|native|prebuilt]
+ *                    [--gpu cuda|vulkan --llama-server-bin PATH] [--warm-up-tokens N]
  *
  * `--quick` (2 rounds, serving figures 1 round, 32 tokens) runs every section fast: it checks that
  * the command works, its figures mean nothing.
@@ -17,6 +18,14 @@
  * `--llama-server-engine` picks the llama.cpp libraries llama-server runs on (bench/llama-server.ts):
  * its own native build, or node-llama-cpp's prebuilt ones (lmd's); `auto` (the default) is native
  * unless that does not start on this host.
+ *
+ * `--warm-up-tokens N` (default 6,144): tokens each side generates in its measured workload before
+ * the first measurement (docs/benchmarks.md, "The warm-up").
+ *
+ * `--gpu cuda` measures on a GPU, every layer offloaded on each side (lmd `SERVICE_GPU=cuda`, the
+ * direct process, llama-server `-ngl 999`): the single-stream, prefill, aggregate and TTFT figures
+ * (the busy-host, two-models and speculative blocks are CPU measurements). llama-server is then the
+ * binary `--llama-server-bin` names, built with the addon from the same source (bench/build-cuda.sh).
  *
  * Everything runs on loopback. lmd's runner and the direct process run in the same environment (one libuv thread, the threadpool library preloaded: runnerEnv).
  */
@@ -33,7 +42,7 @@ import { installGguf } from "../src/store/install.js";
 import { ModelStore } from "../src/store/store.js";
 import type { DecodeResult, DirectRequest } from "./direct.js";
 import { httpRps, lmdDecode, lmdGenerate, type Sampling } from "./http.js";
-import { freePort, startLlamaServer, llamaServerDecode, llamaServerEngine, llamaServerPrefill, type LlamaServerEngine } from "./llama-server.js";
+import { freePort, startLlamaServer, llamaServerDecode, llamaServerEngine, llamaServerPrefill, useLlamaServerBinary, type LlamaServerEngine } from "./llama-server.js";
 import { settle, stopProcess, track } from "./procs.js";
 import { prose } from "./serving.js";
 import { median, servingFigures, type Row } from "./serving-run.js";
@@ -43,6 +52,9 @@ const root = path.resolve(here, "../..");
 
 const { values: args } = parseArgs({
   options: {
+    gpu: { type: "string" },
+    "llama-server-bin": { type: "string" },
+    "warm-up-tokens": { type: "string" },
     model: { type: "string", default: "bench-100m" },
     threads: { type: "string", default: String(Math.max(1, os.availableParallelism())) },
     rounds: { type: "string", default: "5" },
@@ -63,6 +75,19 @@ if (args.only !== undefined && !isSection(args.only)) {
   process.stderr.write(`--only takes one section: ${sections.join(", ")} (got '${args.only}')\n`);
   process.exit(2);
 }
+if (args.gpu !== undefined && !["cuda", "vulkan"].includes(args.gpu)) {
+  process.stderr.write(`--gpu takes cuda or vulkan (got '${args.gpu}')\n`);
+  process.exit(2);
+}
+const gpu = args.gpu as "cuda" | "vulkan" | undefined;
+if (gpu && args["llama-server"] && !args["llama-server-bin"]) {
+  process.stderr.write("--gpu with --llama-server needs --llama-server-bin: a llama-server built for that GPU (bench/build-cuda.sh)\n");
+  process.exit(2);
+}
+if (gpu && args.only !== undefined && args.only !== "aggregate") {
+  process.stderr.write("--gpu runs the single-stream, prefill, aggregate and TTFT figures; --only takes aggregate there\n");
+  process.exit(2);
+}
 const engine = args["llama-server-engine"] as LlamaServerEngine;
 if (!["auto", "native", "prebuilt"].includes(engine)) {
   process.stderr.write(`--llama-server-engine takes auto, native or prebuilt (got '${engine}')\n`);
@@ -77,7 +102,7 @@ const loadBefore = os.loadavg().map((l) => l.toFixed(2)).join(" ");
 const tokens = args.quick ? 32 : Number(args.tokens);
 const cache = args.cache;
 /** Tokens each side generates in its measured workload before it is measured (docs/benchmarks.md, "The warm-up"). */
-const warmUpTokens = args.quick ? 2 * tokens : 6144;
+const warmUpTokens = args["warm-up-tokens"] !== undefined ? Number(args["warm-up-tokens"]) : args.quick ? 2 * tokens : 6144;
 const sampling: Sampling = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, seed: 1, repeat_penalty: 1 };
 
 const log = (msg: string) => process.stderr.write(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${msg}\n`);
@@ -120,7 +145,7 @@ async function startLmd(modelFile: string, env: Record<string, string>, extra: E
   const port = await freePort();
   // stdout (the access log) goes nowhere unless asked for: reading it would compete with the clients for this process.
   const child = track(spawn(process.execPath, [path.join(root, "dist/src/main.js"), "serve"], {
-    env: { PATH: process.env.PATH ?? "", HOME: os.homedir(), SERVICE_MODELS: path.join(cache, "store"), SERVICE_HOST: `127.0.0.1:${port}`, SERVICE_THREADS: String(threads), SERVICE_GPU: "false", SERVICE_CONTEXT_LENGTH: "4096", ...env },
+    env: { PATH: process.env.PATH ?? "", HOME: os.homedir(), SERVICE_MODELS: path.join(cache, "store"), SERVICE_HOST: `127.0.0.1:${port}`, SERVICE_THREADS: String(threads), SERVICE_GPU: gpu ?? "false", SERVICE_CONTEXT_LENGTH: "4096", ...(process.env.LD_LIBRARY_PATH ? { LD_LIBRARY_PATH: process.env.LD_LIBRARY_PATH } : {}), ...env },
     stdio: ["ignore", onLog ? "pipe" : "ignore", "inherit"],
   }));
   if (onLog && child.stdout) createInterface({ input: child.stdout }).on("line", onLog);
@@ -148,6 +173,14 @@ function runnerPids(parent: number | undefined): number[] {
   }
 }
 
+/** What lmd's `/api/ps` says of the bench model's memory on a GPU run; throws when none of it is on the GPU. */
+async function gpuResident(url: string): Promise<string> {
+  const ps = (await (await fetch(`${url}/api/ps`)).json()) as { models: { name: string; size: number; size_vram: number }[] };
+  const m = ps.models.find((x) => x.name.startsWith("bench"));
+  if (!m || !(m.size_vram > 0)) throw new Error(`lmd did not load the model on the GPU (/api/ps: ${JSON.stringify(ps.models)})`);
+  return `lmd: ${(m.size_vram / 2 ** 20).toFixed(0)} of ${(m.size / 2 ** 20).toFixed(0)} MiB on the GPU`;
+}
+
 const rate = (r: DecodeResult) => {
   const total = r.streams.reduce((n, s) => n + s.tokens, 0);
   const start = Math.min(...r.streams.map((s) => s.firstMs));
@@ -158,6 +191,7 @@ const rate = (r: DecodeResult) => {
 
 async function main(): Promise<void> {
   const modelFile = await ensureModel();
+  if (args["llama-server-bin"]) useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, gpu ? path.join(cache, "llama-server.log") : undefined);
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
   if (isSection(args.only)) return only(modelFile, args.only);
   const idleLmd = await startLmd(modelFile, {});
@@ -175,10 +209,15 @@ async function main(): Promise<void> {
     const serverFirst = lmdFirst ? undefined : await startServer();
     const lmdFirstStarted = lmdFirst ? await startLmdSide() : undefined;
     const direct = startDirect();
-    await direct.call({ op: "load", model: modelFile, threads, sequences: 4, contextSize: 4096 });
+    const loaded = await direct.call<{ gpu: string | false; devices: string[]; gpuLayers: number }>({ op: "load", model: modelFile, threads, sequences: 4, contextSize: 4096, gpu });
+    if (gpu) {
+      if (loaded.gpu !== gpu) throw new Error(`node-llama-cpp loaded without ${gpu} (gpu: ${String(loaded.gpu)})`);
+      log(`direct: ${loaded.gpu} on ${loaded.devices.join(", ")}, ${loaded.gpuLayers} layers offloaded`);
+    }
     const lmd = lmdFirstStarted ?? (await startLmdSide());
     const server = lmdFirst ? await startServer() : serverFirst;
     await lmdGenerate(lmd.url, { model: "bench", prompt: "", stream: false });
+    if (gpu) offload = await gpuResident(lmd.url);
     const rss = { loaded: rssMb(lmd.child.pid), runner: runnerPids(lmd.child.pid).map(rssMb).reduce((a, b) => a + b, 0) };
     if (server) await llamaServerDecode(server.url, "warm up", 4, sampling);
     // Warm up with the measured workload: a fresh daemon's first ~5,000 tokens run slower (V8
@@ -201,6 +240,7 @@ async function main(): Promise<void> {
   const promptTokens = args.quick ? 256 : 512;
   let rss = { loaded: NaN, runner: NaN };
   let rps = { lmd: NaN, bare: NaN };
+  let offload = "";
   let round = 0;
   for (const [half, count] of halves.entries()) {
     if (count === 0) continue;
@@ -249,7 +289,8 @@ async function main(): Promise<void> {
       add("turn1.ttft", first.ttftMs);
       add("turn2.ttft", second.ttftMs);
     }
-    if (half === 0) rps = await httpRps(root, lmd.url, args.quick ? 3 : 10);
+    // Requests per second is the daemon's HTTP on the CPU, measured by the CPU runs.
+    if (half === 0 && !gpu) rps = await httpRps(root, lmd.url, args.quick ? 3 : 10);
     await stopSides(sides);
   }
   const serving = await servingFigures({
@@ -263,6 +304,7 @@ async function main(): Promise<void> {
     modelFile,
     sampling,
     log,
+    gpu: gpu !== undefined,
   });
 
   const m = (k: string) => median(r[k] ?? []);
@@ -289,9 +331,9 @@ async function main(): Promise<void> {
     `${table(issue)}\n\n${table(other)}\n\n` +
       `${path.basename(modelFile)}, ${threads} threads, ${rounds} rounds (serving figures: ${servingRounds}), ${tokens} tokens per stream; ` +
       `${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
-      `${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}\n`,
+      `${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}${offload ? `; ${gpu}, ${offload}` : ""}\n`,
   );
-  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, rounds, servingRounds, tokens, samples: r, serving: serving.samples, threadsChosen: serving.chosen, rps, rssIdle, rssLoaded: rss.loaded, rssRunner: rss.runner, llamaServer: llamaServerEngine() }, null, 2));
+  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, gpu, offload, threads, rounds, servingRounds, tokens, samples: r, serving: serving.samples, threadsChosen: serving.chosen, rps, rssIdle, rssLoaded: rss.loaded, rssRunner: rss.runner, llamaServer: llamaServerEngine() }, null, 2));
 
   // Keep-alive sockets and the daemon's shutdown would otherwise hold the process open.
   process.exit(0);
@@ -311,6 +353,7 @@ async function only(modelFile: string, section: Section): Promise<void> {
     sampling,
     log,
     only: section,
+    gpu: gpu !== undefined,
   });
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
   process.stdout.write(

@@ -28,6 +28,8 @@ export interface ServingContext {
   log(msg: string): void;
   /** `--only <section>`: that section alone (`aggregate`: 4 and 8 streams, without the TTFT-under-load probes; `busy`: the busy-host and two-models rows; `speculative`). */
   only?: "aggregate" | "busy" | "speculative" | undefined;
+  /** A GPU run (`--gpu`): the aggregate and TTFT rows only; the busy-host, two-models and speculative blocks measure CPU threads and a 1B pair on the CPU. */
+  gpu?: boolean | undefined;
 }
 
 type Samples = Record<string, number[]>;
@@ -294,7 +296,7 @@ export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]
   const rows: Row[] = [];
   let chosen: Record<string, string> = {};
   if (ctx.only !== "speculative") chosen = await throughputRows(ctx, samples, rows);
-  if (ctx.only === "aggregate" || ctx.only === "busy") return { rows, samples, chosen };
+  if (ctx.only === "aggregate" || ctx.only === "busy" || ctx.gpu) return { rows, samples, chosen };
   const identical = await speculative(ctx, add);
   const plain = m("spec.plain");
   const label: Record<string, [string, string]> = {
@@ -334,6 +336,7 @@ async function throughputRows(ctx: ServingContext, samples: Samples, rows: Row[]
     ]);
   }
 
+  if (ctx.gpu) return {};
   const chosen = await busyHost(ctx, add);
   await twoModels(ctx, add);
   for (let t = 1; t <= cores(); t++) {
