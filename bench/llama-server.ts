@@ -38,7 +38,7 @@ interface Launch {
   engine: "native" | "prebuilt" | "given";
   /** `-ngl`: layers offloaded to the GPU (undefined: none, a CPU run). */
   gpuLayers?: number | undefined;
-  /** Where its stderr goes (a GPU run keeps it: the log says where each layer went). */
+  /** Where its stderr goes (a GPU run keeps it: its per-request timings count the CUDA graphs it reused). */
   log?: string | undefined;
 }
 
