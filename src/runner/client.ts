@@ -127,6 +127,9 @@ export class Runner {
   /** Forks a child and loads the model; rejects with {@link ModelLoadError} on any failure. */
   static async start(spec: LoadSpec, options: RunnerOptions): Promise<Runner> {
     await checkModelFile(spec.path, options.name); // a malformed file never reaches llama.cpp
+    // Cancelled while the file was checked: the abort listener below would never hear of it (an
+    // aborted signal fires no more events) and the model would load for nobody.
+    if (options.signal?.aborted) throw new ModelLoadError(options.name, "load cancelled");
     const child = fork(childEntry(), [], {
       env: runnerEnv(),
       execArgv: [],
