@@ -3,7 +3,7 @@
  * back a Llama with `gpu: false` when a locally built CUDA addon loads but its backend finds no
  * device (seen with bench/build-cuda.sh's build on a machine whose driver is older than the CUDA
  * runtime: `ggml_cuda_init: failed to initialize CUDA`); the runner then loaded every model on the
- * CPU and said so only in a log line. No machine here has such a build, so getLlama is stood in for
+ * CPU and said so only in a log line. No CI machine has such a build, so getLlama is stood in for
  * by a function that answers as node-llama-cpp did there.
  */
 import t from "tap";
