@@ -163,6 +163,8 @@ async function load(requested: LoadSpec): Promise<void> {
     slots.push(slot);
   }
   loaded = { llama, model, context, slots, modelFile: spec.path, lora: spec.lora ?? [], draft };
+  // The first generation's sampler, made now rather than before its first token (runner/decode-loop.ts).
+  (model as unknown as { _prepareSampler?(): void })._prepareSampler?.();
   if (usable !== undefined) governor = governThreads(loaded, usable, spec.threads);
   const usage = model.memoryUsage;
   send({

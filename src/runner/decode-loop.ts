@@ -54,7 +54,11 @@ interface SequenceInternals {
   _nextTokenIndex: number;
   _contextTokens: Token[];
   _resolveSamplerConfig(options: EvaluateOptions): unknown;
-  model: { _llama: { _bindings: { AddonSampler: new (model: unknown) => AddonSampler } }; _model: unknown };
+  /**
+   * The patched node-llama-cpp keeps a sampler ready per model (patches/; docs/benchmarks.md, "A
+   * sampler made ahead"); without the patch (an install that skipped its scripts) one is made here.
+   */
+  model: { _takeSampler?(): AddonSampler; _prepareSampler?(): void; _llama: { _bindings: { AddonSampler: new (model: unknown) => AddonSampler } }; _model: unknown };
   tokenPredictor: unknown;
   tokenMeter: TokenMeter;
   needsCheckpoints: boolean;
@@ -285,8 +289,8 @@ export function fastEvaluate(sequence: LlamaContextSequence, loop: DecodeLoop, p
   const context = inner.context;
   sequence.evaluate = async function* (tokens: Token[], options: EvaluateOptions = {}) {
     if (inner.tokenPredictor != null || inner.needsCheckpoints) return yield* original(tokens, options);
-    const AddonSampler = inner.model._llama._bindings.AddonSampler;
-    const sampler = new AddonSampler(inner.model._model);
+    const { model } = inner;
+    const sampler = model._takeSampler?.() ?? new model._llama._bindings.AddonSampler(model._model);
     // As node-llama-cpp's LlamaSampler.applyConfig: DRY's sequence breakers go to the addon only when they change.
     let breakers: unknown;
     // The addon acts only on what changed, so a config equal to the last one is not passed again (the
@@ -318,13 +322,13 @@ export function fastEvaluate(sequence: LlamaContextSequence, loop: DecodeLoop, p
           return context._ctx.sampleToken(logit, sampler);
         });
         if (token === -1) throw new Error("Failed to sample next token");
-        const model = sequence.model;
-        if (options.yieldEogToken !== true && model.isEogToken(token as Token)) return;
+        if (options.yieldEogToken !== true && sequence.model.isEogToken(token as Token)) return;
         const replacement: Token | Token[] | void = yield token as Token;
         pending = Array.isArray(replacement) ? replacement.slice() : replacement != null ? [replacement] : [token as Token];
       }
     } finally {
       sampler.dispose();
+      model._prepareSampler?.();
     }
   } as Evaluate;
 }

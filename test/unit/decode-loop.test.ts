@@ -198,3 +198,32 @@ t.test("a logprob recorder puts the loop's evaluate back when its job ends", asy
   recorder.restore();
   t.equal(sequence.evaluate, own, "the loop's after it");
 });
+
+t.test("each generation's sampler is made before it, after the one before ends (on both paths)", async (t) => {
+  const { plain, fast, model } = await pair(t);
+  const inner = model as unknown as { _readySampler?: object; _takeSampler(): object; _prepareSampler(): void };
+  // Making a sampler zero-fills a candidates array of the vocabulary's size (~0.8 ms for 128k tokens):
+  // the patched node-llama-cpp makes the next one after a generation, off the next first token.
+  const taken: { ready: boolean }[] = [];
+  const take = inner._takeSampler.bind(inner);
+  inner._takeSampler = () => {
+    taken.push({ ready: inner._readySampler !== undefined });
+    return take();
+  };
+  const idle = () => new Promise((resolve) => setImmediate(resolve));
+  const options: Options = { maxTokens: 8, temperature: 0.8, seed: 5 };
+  let seeded: Token[] = [];
+  for (const [name, sequence] of [["lmd's loop", fast], ["node-llama-cpp's evaluate", plain]] as const) {
+    const first = await run(sequence, "a sampler made ahead", options);
+    seeded = first.tokens;
+    await idle();
+    t.ok(inner._readySampler, `${name}: a sampler is ready after a generation`);
+    const second = await run(sequence, "a sampler made ahead", options);
+    t.equal(taken.at(-1)?.ready, true, `${name}: the next generation took it`);
+    t.same(second.tokens, first.tokens, `${name}: a sampler made ahead samples as a new one (the same seeded tokens)`);
+  }
+  t.ok(taken.length >= 4, `every generation took its sampler from the model (${taken.length})`);
+  // An install without the patch (its scripts skipped): lmd's loop makes its own sampler.
+  Object.assign(inner, { _takeSampler: undefined, _prepareSampler: undefined });
+  t.same((await run(fast, "a sampler made ahead", options)).tokens, seeded, "without the patch's methods the loop makes its own sampler: the same tokens");
+});
