@@ -159,8 +159,8 @@ export class ModelStore {
   async resolve(input: string): Promise<ResolvedModel> {
     const name = parseModelName(input);
     // The model blob this name had last time is checked while its manifest is looked up, and the
-    // answer used when the manifest still names it: one file-system round trip where a request
-    // waited for three (each one a thread hop, ~0.2-0.4 ms on an idle small host).
+    // answer used when the manifest still names it: one round of file-system requests where a
+    // request waited for four, one after another (each a thread hop, ~0.2-0.4 ms on an idle small host).
     const key = nameKey(name);
     const guess = this.modelBlobs.get(key);
     const guessed = guess === undefined ? undefined : settle(this.insideStore(this.blobPath(guess)));
