@@ -2,12 +2,9 @@
  * Wire types of chat and embeddings: Ollama's `/api/chat`, `/api/embed`, `/api/embeddings`, and the
  * OpenAI-compatible `/v1` bodies lmd accepts and answers. A leaf, like types.ts.
  */
-import type { FinalStats, Format, Logprob, ModelOptions } from "./types.js";
+import type { ChatToolCall, FinalStats, Format, Logprob, ModelOptions } from "./types.js";
 
-/** A tool call as Ollama writes it: the arguments are an object, not a JSON string. */
-export interface ChatToolCall {
-  function: { index?: number; name: string; arguments: Record<string, unknown> };
-}
+export type { ChatToolCall };
 
 export interface ChatMessage {
   role: "system" | "user" | "assistant" | "tool";

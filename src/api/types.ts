@@ -105,6 +105,11 @@ export interface GenerateChunk {
 
 export type DoneReason = "stop" | "length" | "load" | "unload";
 
+/** A tool call as Ollama writes it: the arguments are an object, not a JSON string. */
+export interface ChatToolCall {
+  function: { index?: number; name: string; arguments: Record<string, unknown> };
+}
+
 export interface GenerateFinal extends Partial<FinalStats> {
   model: string;
   created_at: string;
@@ -113,6 +118,8 @@ export interface GenerateFinal extends Partial<FinalStats> {
   done_reason: DoneReason;
   context?: number[];
   thinking?: string;
+  /** A harmony model's tool call (Ollama's GenerateResponse `tool_calls`). */
+  tool_calls?: ChatToolCall[];
   logprobs?: Logprob[];
 }
 

@@ -20,6 +20,7 @@ import { isoNow } from "../units.js";
 import { finalStats, loadOrUnload, renderChat, requireCompletion, resolveTarget, runChat } from "./completion.js";
 import { parseFormat, parseKeepAlive } from "./generate.js";
 import { ollamaLogprobs, toOllama } from "./logprobs.js";
+import { toOllamaCalls } from "./prompt.js";
 import type { Services } from "./services.js";
 
 const validate = compileValidator<ChatRequest>(chatSchema);
@@ -120,6 +121,3 @@ export function toToolSpecs(tools: ChatTool[] | null | undefined): ToolSpec[] | 
   });
 }
 
-function toOllamaCalls(calls: ToolCallSpec[], first = 0): ChatToolCall[] {
-  return calls.map((c, i) => ({ function: { index: first + i, name: c.name, arguments: c.arguments } }));
-}

@@ -17,6 +17,7 @@ import { capPredict, resolveOptions, type ResolvedOptions } from "./options.js";
 import { capabilities } from "../store/capabilities.js";
 import { ggufOf } from "../store/model-info.js";
 import { goTemplate } from "./prompt.js";
+import { usesHarmony } from "../template/harmony.js";
 import { type ChatCallbacks, effectiveThink, NeedsRunner, noRunner, renderTemplateChat, runTemplateChat, runtimeOf } from "./template-chat.js";
 import type { Services } from "./services.js";
 
@@ -60,7 +61,7 @@ async function draftPathOf(services: Services, model: ResolvedModel): Promise<st
 export async function requireCompletion(services: Services, target: Target, endpoint: "generate" | "chat"): Promise<void> {
   const { model } = target;
   const gguf = await ggufOf(services.store, model.digest).catch(() => undefined);
-  if (gguf && !capabilities(gguf, model.template, model.manifest).includes("completion")) throw new BadRequestError(`${JSON.stringify(target.name)} does not support ${endpoint}`);
+  if (gguf && !capabilities(gguf, model.template, model.manifest, model).includes("completion")) throw new BadRequestError(`${JSON.stringify(target.name)} does not support ${endpoint}`);
 }
 
 /** Holds a slot of the target's model (loading it first if needed) while `run` works. */
@@ -131,9 +132,9 @@ export async function runChat(services: Services, ctx: RequestContext, target: T
   const t = model.template ? goTemplate(model.template) : undefined;
   return withLease(services, ctx, target, async (lease) => {
     if (t) {
-      const tc = { name: target.name, opts, ...call, turns: conversation(model, call.turns), truncate: call.truncate ?? services.config.truncate };
+      const tc = { name: target.name, opts, ...call, turns: conversation(model, call.turns), truncate: call.truncate ?? services.config.truncate, harmony: usesHarmony(model) };
       if (opts.maxTokens === 0) {
-        effectiveThink(t, target.name, call.think); // the 400 comes first, as in a real run
+        effectiveThink(t, target.name, call.think, tc.harmony); // the 400 comes first, as in a real run
         return { loadNs: lease.loadNs, result: { toolCalls: [], stats: emptyStats("length") } };
       }
       return { loadNs: lease.loadNs, result: await runTemplateChat(lease, t, tc, on, ctx.signal, outputFlow(ctx.res)) };
@@ -152,7 +153,7 @@ export async function renderChat(services: Services, ctx: RequestContext, target
   await requireCompletion(services, target, "chat");
   const { model } = target;
   const t = model.template ? goTemplate(model.template) : undefined;
-  const tc = { name: target.name, opts: target.opts, ...call, turns: conversation(model, call.turns) };
+  const tc = { name: target.name, opts: target.opts, ...call, turns: conversation(model, call.turns), harmony: usesHarmony(model) };
   if (t) {
     // A Go template renders here; the model is loaded only if its tokenizer must cut the history.
     const numCtx = target.opts.numCtx ?? numberParam(model.params.num_ctx) ?? services.config.contextLength;
@@ -188,7 +189,7 @@ export function countChatTokens(services: Services, ctx: RequestContext, target:
   const t = model.template ? goTemplate(model.template) : undefined;
   return withLease(services, ctx, target, async (lease) => {
     if (t) {
-      const { prompt } = await renderTemplateChat(runtimeOf(lease), t, { name: target.name, opts, ...call, turns: conversation(model, call.turns) });
+      const { prompt } = await renderTemplateChat(runtimeOf(lease), t, { name: target.name, opts, ...call, turns: conversation(model, call.turns), harmony: usesHarmony(model) });
       return (await lease.runner.tokenize(prompt, ctx.signal)).length;
     }
     const think = call.think === undefined ? undefined : call.think !== false;

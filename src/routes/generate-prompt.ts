@@ -10,6 +10,7 @@ import type { PromptSpec } from "../runner/protocol.js";
 import type { Lease } from "../scheduler/scheduler.js";
 import type { ResolvedModel } from "../store/store.js";
 import { parseTemplate, renderOllama, type OllamaMessage, type Template } from "../template/index.js";
+import { usesHarmony } from "../template/harmony.js";
 import { chatPrompt, thinkValues, type ThinkValue } from "../template/prompt.js";
 import { goTemplate } from "./prompt.js";
 import { effectiveThink, NeedsRunner, noRunner, type PromptRuntime } from "./template-chat.js";
@@ -19,6 +20,8 @@ export interface GeneratePrompt {
   /** The Go template in effect (for the thinking parser), if any. */
   template: Template | undefined;
   think: ThinkValue;
+  /** The output is harmony (gpt-oss; template/harmony.ts): not for raw prompts. */
+  harmony?: boolean;
 }
 
 /** Checks that need no model loaded: fill-in-the-middle needs a template that uses `.Suffix`. */
@@ -49,13 +52,14 @@ export async function generatePrompt(body: GenerateRequest, model: ResolvedModel
     if (info.hasChatTemplate) return { prompt: { kind: "chat", turns, context, think: body.think === undefined ? undefined : body.think !== false }, template: undefined, think: body.think };
     return { prompt: { kind: "text", text: system ? `${system}\n\n${body.prompt}` : body.prompt, context }, template: undefined, think: body.think };
   }
-  const think = effectiveThink(t, body.model, body.think);
+  const harmony = usesHarmony(model);
+  const think = effectiveThink(t, body.model, body.think, harmony);
   const messages: OllamaMessage[] = [...(system ? [{ role: "system", content: system }] : []), ...preamble, { role: "user", content: body.prompt }];
   let text: string;
   if (body.suffix) text = renderOllama(t, { messages: [], prompt: body.prompt, suffix: body.suffix, ...thinkValues(think) });
   else if (body.template) text = renderOllama(t, { messages, ...thinkValues(think) });
   else text = (await chatPrompt(t, { messages, think, numCtx: rt.contextSize, tokenize: (s) => rt.tokenize(s) })).prompt;
-  return { prompt: { kind: "text", text, context }, template: t, think };
+  return { prompt: { kind: "text", text, context }, template: t, think, harmony };
 }
 
 /** The prompt as text, for `_debug_render_only` (the GGUF template's rendering comes from the runner). */

@@ -17,7 +17,8 @@ import { isoNow, parseDuration } from "../units.js";
 import { emptyStats, finalStats, loadOrUnload, requireCompletion, resolveTarget, withLease } from "./completion.js";
 import { checkGenerate, generatePrompt, promptText, quickRender } from "./generate-prompt.js";
 import { runtimeOf } from "./template-chat.js";
-import { OutputSplitter } from "./prompt.js";
+import { HarmonyOutput } from "../template/harmony.js";
+import { type OutputParser, OutputSplitter, toOllamaCalls } from "./prompt.js";
 import type { TokenLogprob } from "../runner/protocol.js";
 import { ollamaLogprobs, toOllama } from "./logprobs.js";
 import type { Services } from "./services.js";
@@ -56,16 +57,20 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
     const stream = body.stream !== false ? new NdjsonStream(ctx.res) : undefined;
     let text = "";
     let thoughts = "";
-    const prompt = built.prompt;
+    const harmony = built.harmony ? new HarmonyOutput() : undefined;
+    // A constrained harmony answer: the prompt opens the final channel (template-chat.ts).
+    const prompt = harmony && grammar && built.prompt.kind === "text" ? { ...built.prompt, text: built.prompt.text + harmony.openFinal() } : built.prompt;
     const tags = prompt.kind === "chat" ? lease.runner.info.thoughts : undefined;
-    const splitter = built.template && prompt.kind === "text"
-      ? new OutputSplitter(built.template, { think: built.think !== undefined && built.think !== false, prompt: prompt.text })
-      : tags && prompt.kind === "chat" && prompt.think !== false
-        ? new OutputSplitter(tags, { think: true, prompt: tags.opened ? tags.open : "" })
-        : undefined;
+    const splitter: OutputParser | undefined =
+      harmony ??
+      (built.template && prompt.kind === "text"
+        ? new OutputSplitter(built.template, { think: built.think !== undefined && built.think !== false, prompt: prompt.text })
+        : tags && prompt.kind === "chat" && prompt.think !== false
+          ? new OutputSplitter(tags, { think: true, prompt: tags.opened ? tags.open : "" })
+          : undefined);
     const logprobs = ollamaLogprobs(body);
     const allLogprobs: TokenLogprob[] = [];
-    const job = { prompt, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs, truncate: body.truncate ?? services.config.truncate };
+    const job = { prompt, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs, truncate: body.truncate ?? services.config.truncate, specialTokens: built.harmony };
     const onText = (response: string, thinking: string, lps: TokenLogprob[] | undefined) => {
       if (!response && !thinking && !lps) return;
       // The runner pauses this generation while the socket does not drain (outputFlow).
@@ -84,10 +89,14 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
     const stats = opts.maxTokens === 0 ? emptyStats("length", body.context ?? []) : await lease.runner.generate(job, onChunk, ctx.signal, outputFlow(ctx.res));
     if (stats.truncatedTokens > 0) ctx.log.warn({ model: model.display, truncated: stats.truncatedTokens }, "prompt longer than the context; truncated from the front");
     if (stats.doneReason === "cancelled") return; // the client is gone
+    // What the parser held to the end: a harmony answer's tool call comes in the last object (as Ollama's).
+    const rest = splitter?.end();
+    if (rest) onText(rest.content, rest.thinking, undefined);
     const final: GenerateFinal = {
       ...stamp(),
       response: stream ? "" : text,
       ...(!stream && thoughts ? { thinking: thoughts } : {}),
+      ...(rest?.calls.length ? { tool_calls: toOllamaCalls(rest.calls) } : {}),
       done: true,
       done_reason: stats.doneReason,
       context: stats.context,

@@ -3,8 +3,10 @@
  * a Modelfile TEMPLATE, or generate's `template`) is rendered here in the daemon, and the runner
  * evaluates the text with its special tokens parsed; a model without one goes through its GGUF chat
  * template in the runner (node-llama-cpp). Output of Go-template models is split into thinking,
- * content and tool calls by Ollama's parsers (template/thinking.ts, template/tools.ts).
+ * content and tool calls by Ollama's parsers (template/thinking.ts, template/tools.ts), or by its
+ * harmony parser for gpt-oss (template/harmony.ts).
  */
+import type { ChatToolCall } from "../api/chat-types.js";
 import type { ChatTurn, ToolCallSpec, ToolSpec } from "../runner/protocol.js";
 import { parseTemplate, type OllamaMessage, type Template } from "../template/index.js";
 import { inferThinkingTags, ThinkingParser } from "../template/thinking.js";
@@ -57,11 +59,22 @@ export function toApiTools(tools: readonly ToolSpec[] | undefined): unknown[] | 
   return tools.map((t) => ({ type: "function", function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) } }));
 }
 
+/** Parsed calls as Ollama's API writes them (`index` counts from `first`: the calls streamed before). */
+export function toOllamaCalls(calls: ToolCallSpec[], first = 0): ChatToolCall[] {
+  return calls.map((c, i) => ({ function: { index: first + i, name: c.name, arguments: c.arguments } }));
+}
+
 /** What one piece of model output turned into. */
 export interface Parsed {
   thinking: string;
   content: string;
   calls: ToolCallSpec[];
+}
+
+/** Splits one generation's output: `add` each chunk, then `end` once. */
+export interface OutputParser {
+  add(text: string): Parsed;
+  end(): Parsed;
 }
 
 /**
@@ -71,7 +84,7 @@ export interface Parsed {
  * generation on /api/generate (evaluated without LlamaChat) is split by the thought tags the
  * runner reported (`thoughts` of its load info) instead of a Go template's.
  */
-export class OutputSplitter {
+export class OutputSplitter implements OutputParser {
   private readonly thinking: ThinkingParser | undefined;
   private readonly tools: ToolCallParser | undefined;
 
@@ -95,7 +108,7 @@ export class OutputSplitter {
   }
 
   /** The output ended: text held back that turned out not to be a call. */
-  end(): string {
-    return this.tools?.content() ?? "";
+  end(): Parsed {
+    return { thinking: "", content: this.tools?.content() ?? "", calls: [] };
   }
 }

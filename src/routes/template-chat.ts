@@ -8,10 +8,11 @@ import type { OnChunk, OutputFlow } from "../runner/client.js";
 import type { ChatResult, ChatTurn, GrammarSpec, TokenLogprob, ToolCallSpec, ToolChoice, ToolSpec } from "../runner/protocol.js";
 import type { Lease } from "../scheduler/scheduler.js";
 import type { Template } from "../template/index.js";
+import { HarmonyOutput } from "../template/harmony.js";
 import { chatPrompt, type ThinkValue } from "../template/prompt.js";
 import { toolCallTag } from "../template/tools.js";
 import type { ResolvedOptions } from "./options.js";
-import { OutputSplitter, templateThinks, toApiTools, toMessages } from "./prompt.js";
+import { type OutputParser, OutputSplitter, templateThinks, toApiTools, toMessages } from "./prompt.js";
 
 export interface TemplateChat {
   /** The name as the client wrote it (for the thinking error). */
@@ -26,6 +27,8 @@ export interface TemplateChat {
   logprobs?: number | undefined;
   /** false: never drop messages (a prompt over the context is then the runner's 400). */
   truncate?: boolean | undefined;
+  /** The model's output is harmony (gpt-oss; template/harmony.ts `usesHarmony`). */
+  harmony?: boolean | undefined;
 }
 
 /** What rendering needs of a loaded model: its context size and its tokenizer. */
@@ -50,26 +53,34 @@ export function noRunner(contextSize: number): PromptRuntime {
 }
 
 /**
- * Ollama's think rule: a template that shows thoughts thinks unless told not to; `think` set on one
- * that cannot is a 400.
+ * Ollama's think rule: a template that shows thoughts, or a harmony model, thinks unless told not
+ * to; `think` set on one that cannot is a 400. (A harmony model told not to think still writes its
+ * analysis, reported as thinking: its template only leaves out the reasoning level.)
  */
-export function effectiveThink(t: Template, name: string, think: ThinkValue): ThinkValue {
-  if (templateThinks(t)) return think ?? true;
+export function effectiveThink(t: Template, name: string, think: ThinkValue, harmony = false): ThinkValue {
+  if (harmony || templateThinks(t)) return think ?? true;
   if (think !== undefined && think !== false) throw new BadRequestError(`"${name}" does not support thinking`);
   return think;
 }
 
 /** The prompt the model would evaluate for this chat (also `_debug_render_only`'s answer). */
-export async function renderTemplateChat(rt: PromptRuntime, t: Template, call: TemplateChat): Promise<{ prompt: string; think: ThinkValue; tools: ToolSpec[] | undefined; droppedTokens: number }> {
-  const think = effectiveThink(t, call.name, call.think);
+export async function renderTemplateChat(
+  rt: PromptRuntime,
+  t: Template,
+  call: TemplateChat,
+): Promise<{ prompt: string; think: ThinkValue; tools: ToolSpec[] | undefined; droppedTokens: number; harmony: HarmonyOutput | undefined }> {
+  const think = effectiveThink(t, call.name, call.think, call.harmony);
   const tools = call.toolChoice === "none" ? undefined : call.tools;
   // Ollama's tools capability: the template must show `.Tools` to the model.
   if (tools?.length && !t.vars().has("tools")) throw new BadRequestError(`model '${call.name}' does not support tools`);
-  const input = { messages: toMessages(call.turns), tools: toApiTools(tools), think, numCtx: rt.contextSize, tokenize: (text: string) => rt.tokenize(text), truncate: call.truncate };
+  // Harmony's parser starts inside the message the last turn leaves open, and names tools as identifiers.
+  const harmony = call.harmony ? new HarmonyOutput(call.turns.at(-1)) : undefined;
+  const shown = harmony && tools ? tools.map((x) => ({ ...x, name: harmony.names.add(x.name) })) : tools;
+  const input = { messages: toMessages(call.turns), tools: toApiTools(shown), think, numCtx: rt.contextSize, tokenize: (text: string) => rt.tokenize(text), truncate: call.truncate };
   const { prompt, dropped } = await chatPrompt(t, input);
   // The tokens the dropped messages took: the whole history's prompt less the one kept (reported as truncated_tokens).
   const droppedTokens = dropped > 0 ? Math.max(0, (await rt.tokenize((await chatPrompt(t, { ...input, truncate: false })).prompt)).length - (await rt.tokenize(prompt)).length) : 0;
-  return { prompt, think, tools, droppedTokens };
+  return { prompt, think, tools, droppedTokens, harmony };
 }
 
 /** Callbacks of a chat: content (with its logprobs), thoughts, and tool calls as soon as each is parsed. */
@@ -82,8 +93,8 @@ export interface ChatCallbacks {
 
 /** Runs the chat; content, thoughts and calls stream through `on`; calls not streamed come back in the result. */
 export async function runTemplateChat(lease: Lease, t: Template, call: TemplateChat, on: ChatCallbacks, signal: AbortSignal, flow?: OutputFlow): Promise<ChatResult> {
-  const { prompt, think, tools, droppedTokens } = await renderTemplateChat(runtimeOf(lease), t, call);
-  const splitter = new OutputSplitter(t, { think: think !== undefined && think !== false, tools, prompt });
+  const { prompt, think, tools, droppedTokens, harmony } = await renderTemplateChat(runtimeOf(lease), t, call);
+  const splitter: OutputParser = harmony ?? new OutputSplitter(t, { think: think !== undefined && think !== false, tools, prompt });
   const toolCalls: ToolCallSpec[] = [];
   const emit = (p: { thinking: string; content: string; calls: ToolCallSpec[] }, lps?: TokenLogprob[]) => {
     if (p.thinking) on.onThinking?.(p.thinking);
@@ -94,11 +105,13 @@ export async function runTemplateChat(lease: Lease, t: Template, call: TemplateC
     else toolCalls.push(...p.calls);
   };
   const { opts } = call;
-  const grammar = call.grammar ?? forcedCall(t, tools, call.toolChoice);
-  const job = { prompt: { kind: "text" as const, text: prompt }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs: call.logprobs, truncate: call.truncate, droppedTokens };
+  // Harmony's calls are messages to a recipient, not JSON objects: tool_choice is not forced (as Ollama).
+  const grammar = call.grammar ?? (harmony ? undefined : forcedCall(t, tools, call.toolChoice));
+  const text = harmony && grammar ? prompt + harmony.openFinal() : prompt;
+  // Harmony's tags are special tokens: the runner writes them out as text for its parser.
+  const job = { prompt: { kind: "text" as const, text }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs: call.logprobs, truncate: call.truncate, droppedTokens, specialTokens: harmony !== undefined };
   const stats = await lease.runner.generate(job, (text, lps) => emit(splitter.add(text), lps), signal, flow);
-  const rest = splitter.end();
-  if (rest) on.onChunk(rest);
+  if (stats.doneReason !== "cancelled") emit(splitter.end());
   return { stats: { ...stats, context: [] }, toolCalls };
 }
 

@@ -343,7 +343,7 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
       if (text || pending?.length) send({ type: "chunk", id, text, ...(pending ? { logprobs: pending } : {}) });
       pending = undefined;
     };
-    const options = { signal: abort.signal, maxTokens: job.maxTokens, fillContext: job.fillContext, sampling: samplingOptions(job.sampling, contextSize), stop: job.stop, grammar, onToken, onTextChunk };
+    const options = { signal: abort.signal, maxTokens: job.maxTokens, fillContext: job.fillContext, sampling: samplingOptions(job.sampling, contextSize), stop: job.stop, grammar, specialTokens: job.specialTokens, onToken, onTextChunk };
     // lmd's own generation (Ollama's stop rules) where every stop is plain text; a chat template's
     // stop triggers (special tokens among them) go through node-llama-cpp's completion.
     const { stopReason: reason, stop } =

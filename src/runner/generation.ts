@@ -36,6 +36,8 @@ export interface GenerationOptions {
    * Its `trimWhitespaceSuffix` trims only node-llama-cpp's final response, never the chunks lmd sends.
    */
   grammar?: LlamaGrammar | undefined;
+  /** Special tokens are written as their text (GenerateJob `specialTokens`); else as nothing. */
+  specialTokens?: boolean | undefined;
   /** The tokens handed out, with `onTextChunk` right after for their text. */
   onToken(tokens: Token[]): void;
   onTextChunk(text: string): void;
@@ -172,7 +174,8 @@ export async function generateText(sequence: LlamaContextSequence, prompt: reado
     yieldEogToken: true,
   };
   const lead = leadTokens(model);
-  const textOf = (tokens: readonly Token[]) => model.detokenize(tokens, false, out.length > 0 ? out : lead);
+  const special = options.specialTokens === true;
+  const textOf = (tokens: readonly Token[]) => model.detokenize(tokens, special, out.length > 0 ? out : lead);
   const emit = (tokens: Token[], text: string) => {
     onToken(tokens);
     onTextChunk(text);

@@ -161,6 +161,8 @@ export interface GenerateJob {
   truncate?: boolean | undefined;
   /** Tokens the parent already dropped from this prompt (Go-template chat history): added to `truncatedTokens`. */
   droppedTokens?: number | undefined;
+  /** Write special tokens (not those that end the generation) as their text: harmony's tags, which its parser reads. */
+  specialTokens?: boolean | undefined;
 }
 
 /** The error of a prompt over the context under `truncate: false` (Ollama's words). */

@@ -4,8 +4,10 @@
  * template in effect — the Go template (template layer) when the model has one, else the GGUF's
  * Jinja chat template — `tools`, `insert` (Go: uses `.Suffix`) and `thinking` (Go: shows
  * `.Thinking` between tags inside `range .Messages`; Jinja: has `<think>` and `</think>`, or splits
- * content at `</think>`); `vision` with a projector layer. lmd's own word `reranking` replaces
- * `embedding` for a reranker (its pooled output is a score).
+ * content at `</think>`); `thinking` for the gpt-oss family (config `model_family` `gptoss` or
+ * `gpt-oss`, whatever the template) and `tools` and `thinking` for a config that names the
+ * `harmony` parser (template/harmony.ts); `vision` with a projector layer. lmd's own word
+ * `reranking` replaces `embedding` for a reranker (its pooled output is a score).
  */
 import type { Capability } from "../api/model-types.js";
 import type { GgufMetadata } from "../gguf/gguf.js";
@@ -14,8 +16,14 @@ import { parseTemplate } from "../template/index.js";
 import { inferThinkingTags } from "../template/thinking.js";
 import { MEDIA, type Manifest } from "./store.js";
 
-/** The capabilities of a model from its GGUF header, its Go template (if any) and its layers. */
-export function capabilities(gguf: GgufMetadata | undefined, template: string | undefined, manifest: Manifest): Capability[] {
+/** The config blob's fields the capabilities read (store.config). */
+export interface ModelConfig {
+  family: string;
+  parser: string;
+}
+
+/** The capabilities of a model from its GGUF header, its Go template (if any), its config and its layers. */
+export function capabilities(gguf: GgufMetadata | undefined, template: string | undefined, manifest: Manifest, config: ModelConfig): Capability[] {
   const arch = gguf?.metadata["general.architecture"];
   const embedding = typeof arch === "string" && gguf?.metadata[`${arch}.pooling_type`] !== undefined;
   const out: Capability[] = [gguf && isReranker(gguf) ? "reranking" : embedding ? "embedding" : "completion"];
@@ -24,9 +32,11 @@ export function capabilities(gguf: GgufMetadata | undefined, template: string | 
     // The template that renders the model's prompts decides, as lmd renders them (docs/templates.md).
     if (template !== undefined) out.push(...goTemplateCapabilities(template));
     else if (typeof chatTemplate === "string") out.push(...chatTemplateCapabilities(chatTemplate));
+    if (config.parser === "harmony") out.push("tools", "thinking");
+    if (config.family === "gptoss" || config.family === "gpt-oss") out.push("thinking");
   }
   if (manifest.layers.some((l) => l.mediaType === MEDIA.projector)) out.push("vision");
-  return out;
+  return [...new Set(out)];
 }
 
 /** Ollama's goTemplateCapabilities: the template's variables and its thinking tags. */

@@ -64,6 +64,9 @@ export interface ResolvedModel {
   params: Record<string, unknown>;
   template: string | undefined;
   system: string | undefined;
+  /** The config blob's `model_family` and `parser` ("" when absent): Ollama's harmony rule reads them (template/harmony.ts). */
+  family: string;
+  parser: string;
   /** The MESSAGE lines (messages layer): a conversation put in front of every chat, as Ollama does. */
   messages: ModelMessage[];
   modifiedAt: Date;
@@ -178,11 +181,12 @@ export class ModelStore {
     if (this.modelBlobs.size >= MANIFEST_CACHE_ENTRIES) this.modelBlobs.delete(this.modelBlobs.keys().next().value!);
     this.modelBlobs.set(key, modelLayer.digest);
     const adapterPaths = await Promise.all(manifest.layers.filter((l) => l.mediaType === MEDIA.adapter).map((l) => this.insideStore(this.blobPath(l.digest))));
-    const [params, template, system, messages] = await Promise.all([
+    const [params, template, system, messages, config] = await Promise.all([
       this.readLayerJson(manifest, MEDIA.params),
       this.readLayerText(manifest, MEDIA.template),
       this.readLayerText(manifest, MEDIA.system),
       this.readLayerText(manifest, MEDIA.messages),
+      this.config(manifest),
     ]).catch((err: unknown) => {
       if (err instanceof LayerTooLargeError) throw new ModelLoadError(printable(input), err.message, err);
       throw err;
@@ -199,6 +203,8 @@ export class ModelStore {
       params: params ?? {},
       template,
       system,
+      family: config.family,
+      parser: config.parser,
       messages: messages === undefined ? [] : parseMessages(messages, printable(input)),
       modifiedAt: stat.mtime,
     };
@@ -293,6 +299,16 @@ export class ModelStore {
   private async readLayerJson(manifest: Manifest, mediaType: string): Promise<Record<string, unknown> | undefined> {
     const text = await this.readLayerText(manifest, mediaType);
     return text === undefined ? undefined : (JSON.parse(text) as Record<string, unknown>);
+  }
+
+  /** The config blob's family and parser; a config that is missing or not JSON names neither. */
+  async config(manifest: Manifest): Promise<{ family: string; parser: string }> {
+    const config = await this.readBlobText(manifest.config.digest, "config")
+      .then((text) => JSON.parse(text) as unknown)
+      .catch(() => undefined);
+    const fields = (typeof config === "object" && config !== null ? config : {}) as Record<string, unknown>;
+    const field = (key: string) => (typeof fields[key] === "string" ? fields[key] : "");
+    return { family: field("model_family"), parser: field("parser") };
   }
 
   /** Reads a small blob as text (template, system, params, config, license), capped and cached (layers.ts). */
