@@ -7,7 +7,7 @@
  * constrains the answer by grammar. Streams NDJSON unless `stream:false`. Empty `messages` is the
  * load form, and with `keep_alive: 0` the unload form.
  */
-import type { ChatFinal, ChatMessage, ChatRequest, ChatResponseMessage, ChatToolCall, ChatTool } from "../api/chat-types.js";
+import type { ChatFinal, ChatMessage, ChatRequest, ChatResponseMessage, ChatTool } from "../api/chat-types.js";
 import { chatSchema } from "../api/chat-schemas.js";
 import type { DebugRenderAnswer } from "../api/types.js";
 import { BadRequestError } from "../errors.js";

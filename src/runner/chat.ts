@@ -18,11 +18,10 @@ import {
   type ChatWrapper,
   type ChatWrapperGeneratedContextState,
   type GbnfJsonSchema,
-  type LlamaGrammar,
   type LlamaModel,
   type Token,
 } from "node-llama-cpp";
-import type { JobRuntime, Loaded, Slot } from "./runtime.js";
+import type { JobRuntime, Slot } from "./runtime.js";
 import { samplingOptions, stopSequenceOf } from "./sampling.js";
 import { LogprobRecorder } from "./logprobs.js";
 import { beginSpeculation } from "./speculative.js";
@@ -30,7 +29,7 @@ import { keepFirstSpace } from "./generation.js";
 import { CONTEXT_EXCEEDED } from "./protocol.js";
 import { PauseSwitch } from "./flow.js";
 import { withThinkingForm } from "./thinking-form.js";
-import type { ChatJob, ChatTurn, FromRunner, GrammarSpec, RunnerFailureKind, ToolCallSpec } from "./protocol.js";
+import type { ChatJob, ChatTurn, RunnerFailureKind, ToolCallSpec } from "./protocol.js";
 
 /** What chat and embed jobs use of the child process: the loaded model, its slots, IPC. */
 const wrappers = new WeakMap<LlamaModel, ChatWrapper>();

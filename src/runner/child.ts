@@ -15,7 +15,6 @@ import {
   LlamaCompletion,
   type Llama,
   type LlamaContext,
-  type LlamaContextSequence,
   type LlamaGrammar,
   type LlamaModel,
   type LlamaText,
