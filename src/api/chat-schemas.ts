@@ -28,6 +28,7 @@ const toolCall = {
   type: "object",
   required: ["function"],
   properties: {
+    id: str,
     function: { type: "object", required: ["name"], properties: { name: str, arguments: { type: ["object", "string"] } } },
   },
 } as const;
@@ -49,6 +50,7 @@ export const chatSchema = {
           images: { type: ["array", "null"], items: str },
           tool_calls: { type: ["array", "null"], items: toolCall },
           tool_name: str,
+          tool_call_id: str,
         },
       },
     },

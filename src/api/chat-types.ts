@@ -14,6 +14,8 @@ export interface ChatMessage {
   tool_calls?: ChatToolCall[];
   /** On `tool` messages: which tool produced this result. */
   tool_name?: string;
+  /** On `tool` messages: the id of the call this answers (a template's `.ToolCallID`). */
+  tool_call_id?: string;
 }
 
 /** A function the model may call; `parameters` is a JSON Schema of its arguments object. */

@@ -105,8 +105,9 @@ export interface GenerateChunk {
 
 export type DoneReason = "stop" | "length" | "load" | "unload";
 
-/** A tool call as Ollama writes it: the arguments are an object, not a JSON string. */
+/** A tool call as Ollama writes it: the arguments are an object, not a JSON string; /api/chat gives each an `id`. */
 export interface ChatToolCall {
+  id?: string;
   function: { index?: number; name: string; arguments: Record<string, unknown> };
 }
 

@@ -61,7 +61,7 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
   let streamed = 0; // tool calls already sent (their indexes go on from there)
   // Go-template models: a call goes out in its own chunk as soon as it is parsed, as Ollama streams it.
   const onToolCalls = (calls: ToolCallSpec[]) => {
-    chunk({ role: "assistant", content: "", tool_calls: toOllamaCalls(calls, streamed) });
+    chunk({ role: "assistant", content: "", tool_calls: toOllamaCalls(calls, streamed, true) });
     streamed += calls.length;
   };
   const allLogprobs: TokenLogprob[] = [];
@@ -78,7 +78,7 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
   });
   const { stats } = result;
   if (stats.doneReason === "cancelled") return; // the client is gone
-  const toolCalls = toOllamaCalls(result.toolCalls);
+  const toolCalls = toOllamaCalls(result.toolCalls, 0, true);
   // Streaming: the calls come in a chunk of their own before the final object, as Ollama sends them.
   if (stream && toolCalls.length > 0) chunk({ role: "assistant", content: "", tool_calls: toolCalls });
   const message: ChatResponseMessage = { role: "assistant", content: stream ? "" : content };
@@ -91,8 +91,9 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
 
 /** An Ollama message → a runner turn; tool-call arguments may come as an object or a JSON string. */
 export function toTurn(m: ChatMessage, index: number): ChatTurn {
-  const toolCalls = m.tool_calls?.map((c, j) => ({ name: c.function.name, arguments: toArguments(c.function.arguments, `messages[${index}].tool_calls[${j}].function.arguments`) }));
-  return { role: m.role, content: m.content ?? "", ...(toolCalls?.length ? { toolCalls } : {}), ...(m.tool_name ? { toolName: m.tool_name } : {}), ...(m.thinking ? { thinking: m.thinking } : {}) };
+  const toolCalls = m.tool_calls?.map((c, j) => ({ ...(c.id ? { id: c.id } : {}), name: c.function.name, arguments: toArguments(c.function.arguments, `messages[${index}].tool_calls[${j}].function.arguments`) }));
+  const ids = m.tool_call_id ? { toolCallId: m.tool_call_id } : {};
+  return { role: m.role, content: m.content ?? "", ...(toolCalls?.length ? { toolCalls } : {}), ...(m.tool_name ? { toolName: m.tool_name } : {}), ...ids, ...(m.thinking ? { thinking: m.thinking } : {}) };
 }
 
 /** Tool-call arguments as an object: objects pass, JSON strings of objects are parsed, anything else is a 400. */

@@ -6,6 +6,7 @@
  * content and tool calls by Ollama's parsers (template/thinking.ts, template/tools.ts), or by its
  * harmony parser for gpt-oss (template/harmony.ts).
  */
+import { randomInt } from "node:crypto";
 import type { ChatToolCall } from "../api/chat-types.js";
 import type { ChatTurn, ToolCallSpec, ToolSpec } from "../runner/protocol.js";
 import { parseTemplate, type OllamaMessage, type Template } from "../template/index.js";
@@ -47,8 +48,9 @@ export function toMessages(turns: readonly ChatTurn[]): OllamaMessage[] {
   return turns.map((t) => ({
     role: t.role,
     content: t.content,
-    ...(t.toolCalls?.length ? { tool_calls: t.toolCalls.map((c, index) => ({ function: { index, name: c.name, arguments: c.arguments } })) } : {}),
+    ...(t.toolCalls?.length ? { tool_calls: t.toolCalls.map((c, index) => ({ ...(c.id ? { id: c.id } : {}), function: { index, name: c.name, arguments: c.arguments } })) } : {}),
     ...(t.toolName ? { tool_name: t.toolName } : {}),
+    ...(t.toolCallId ? { tool_call_id: t.toolCallId } : {}),
     ...(t.thinking ? { thinking: t.thinking } : {}),
   }));
 }
@@ -59,9 +61,17 @@ export function toApiTools(tools: readonly ToolSpec[] | undefined): unknown[] | 
   return tools.map((t) => ({ type: "function", function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) } }));
 }
 
-/** Parsed calls as Ollama's API writes them (`index` counts from `first`: the calls streamed before). */
-export function toOllamaCalls(calls: ToolCallSpec[], first = 0): ChatToolCall[] {
-  return calls.map((c, i) => ({ function: { index: first + i, name: c.name, arguments: c.arguments } }));
+/**
+ * Parsed calls as Ollama's API writes them (`index` counts from `first`: the calls streamed before);
+ * with `ids` (/api/chat) each gets Ollama's `call_` and 8 random lower-case letters or digits.
+ */
+export function toOllamaCalls(calls: ToolCallSpec[], first = 0, ids = false): ChatToolCall[] {
+  return calls.map((c, i) => ({ ...(ids ? { id: callId() } : {}), function: { index: first + i, name: c.name, arguments: c.arguments } }));
+}
+
+const ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789";
+function callId(): string {
+  return `call_${Array.from({ length: 8 }, () => ID_CHARS[randomInt(ID_CHARS.length)]).join("")}`;
 }
 
 /** What one piece of model output turned into. */

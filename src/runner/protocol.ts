@@ -64,6 +64,8 @@ export interface ChatTurn {
   toolCalls?: ToolCallSpec[] | undefined;
   /** Tool turns: the name of the tool whose result this is (matched to the call; else the next unanswered call). */
   toolName?: string | undefined;
+  /** Tool turns: the id of the call this answers, as the client sent it (Go templates show it as `.ToolCallID`). */
+  toolCallId?: string | undefined;
   /** Assistant turns: the thoughts that came with the answer (Go templates show them as `.Thinking`). */
   thinking?: string | undefined;
 }
@@ -79,6 +81,8 @@ export interface ToolSpec {
 export interface ToolCallSpec {
   name: string;
   arguments: Record<string, unknown>;
+  /** A past call's id as the client sent it back (Go templates show it as `.ID`). */
+  id?: string | undefined;
 }
 
 /**

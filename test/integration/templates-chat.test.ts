@@ -52,8 +52,13 @@ t.test("Go templates on the real runner", async (t) => {
     t.equal(body.message.content, "", "the call is not content");
 
     const lines = await readNdjson(await postJson(`${url}/api/chat`, { model: "tpl", messages: question, tools, format: callSchema, options }));
-    const calls = lines.flatMap((l) => ((l.message as { tool_calls?: unknown[] } | undefined)?.tool_calls ?? []));
-    t.same(calls, body.message.tool_calls, "the stream carries the same call");
+    const calls = lines.flatMap((l) => ((l.message as { tool_calls?: { id?: string }[] } | undefined)?.tool_calls ?? []));
+    // Each call has an id of its own, as Ollama's (`call_` and 8 random characters).
+    const ids = [...calls, ...(body.message.tool_calls as { id?: string }[])].map((c) => c.id);
+    t.match(ids, [/^call_[a-z0-9]{8}$/, /^call_[a-z0-9]{8}$/]);
+    t.not(ids[0], ids[1], "drawn for each answer");
+    const withoutId = (cs: { id?: string }[]) => cs.map(({ id: _, ...rest }) => rest);
+    t.same(withoutId(calls), withoutId(body.message.tool_calls as { id?: string }[]), "the stream carries the same call");
     t.equal(lines.map((l) => (l.message as { content: string }).content).join(""), "", "and no call text as content");
 
     // The call and its result go back through the template on the next turn.
@@ -61,6 +66,19 @@ t.test("Go templates on the real runner", async (t) => {
     const render = await postJson(`${url}/api/chat`, { model: "tpl", messages: next, tools, _debug_render_only: true });
     const prompt = ((await render.json()) as { _debug_info: { rendered_template: string } })._debug_info.rendered_template;
     t.match(prompt, /<\|im_start\|>assistant\n\{"name": "get_weather", "arguments": \{"city":"(Paris|Tokyo)"\}\}<\|im_end\|>\n<\|im_start\|>tool\nsunny<\|im_end\|>/);
+  });
+
+  t.test("a call's id and a result's tool_call_id reach a template that shows them", async (t) => {
+    const ids = `{{- range .Messages }}{{ .Role }}:{{ range .ToolCalls }}[{{ .ID }} {{ .Function.Name }}]{{ end }}{{ .ToolCallID }}|{{ end }}`;
+    t.equal((await postJson(`${url}/api/create`, { model: "ids", from: "base", template: ids, stream: false })).status, 200);
+    const messages = [
+      ...question,
+      { role: "assistant", content: "", tool_calls: [{ id: "call_ab12cd34", function: { name: "get_weather", arguments: { city: "Paris" } } }] },
+      { role: "tool", content: "21C", tool_name: "get_weather", tool_call_id: "call_ab12cd34" },
+    ];
+    const render = await postJson(`${url}/api/chat`, { model: "ids", messages, _debug_render_only: true });
+    const prompt = ((await render.json()) as { _debug_info: { rendered_template: string } })._debug_info.rendered_template;
+    t.equal(prompt, "user:|assistant:[call_ab12cd34 get_weather]|tool:call_ab12cd34|");
   });
 
   t.test("/v1 tool_choice 'required' forces a call on a bare-JSON template, streamed and not", async (t) => {

@@ -5,6 +5,8 @@
 import t from "tap";
 import { toChatCall as anthropicCall, toOptions as anthropicOptions } from "../../src/routes/anthropic/convert.js";
 import { toChatCall as responsesCall } from "../../src/routes/openai/responses-convert.js";
+import { toTurns } from "../../src/routes/openai/convert.js";
+import { toTurn } from "../../src/routes/chat.js";
 import type { AnthropicRequest } from "../../src/api/anthropic.js";
 import type { ResponsesRequest } from "../../src/api/responses.js";
 
@@ -28,10 +30,10 @@ t.test("anthropic: blocks → turns", async (t) => {
   t.same(call.turns, [
     { role: "system", content: "AB" },
     { role: "user", content: "Weather?" },
-    { role: "assistant", content: "Let me see.", toolCalls: [{ name: "get_weather", arguments: { city: "Paris" } }] },
-    { role: "tool", content: "21C", toolName: "get_weather" },
+    { role: "assistant", content: "Let me see.", toolCalls: [{ id: "t1", name: "get_weather", arguments: { city: "Paris" } }] },
+    { role: "tool", content: "21C", toolName: "get_weather", toolCallId: "t1" },
     { role: "user", content: "And tomorrow?" },
-  ], "system blocks joined, thoughts dropped, results before the user's text and matched to their call");
+  ], "system blocks joined, thoughts dropped, results before the user's text and matched to their call; the ids kept for the template");
   t.same([call.toolChoice, call.think, call.tools?.[0]?.parameters], ["required", false, { type: "object" }]);
   t.same(anthropicOptions({ ...body, stop_sequences: ["x"], top_k: 3 }), { num_predict: 5, stop: ["x"], top_k: 3 });
   t.equal(anthropicCall({ ...body, thinking: { type: "enabled", budget_tokens: 100 } }, "m").think, undefined, "enabled keeps the model's default");
@@ -62,13 +64,31 @@ t.test("responses: items → turns", async (t) => {
     { role: "system", content: "Be brief." },
     { role: "system", content: "Rules." },
     { role: "user", content: "Weather in Paris and Tokyo?" },
-    { role: "assistant", content: "", toolCalls: [{ name: "get_weather", arguments: { city: "Paris" } }, { name: "get_time", arguments: {} }] },
-    { role: "tool", content: "noon", toolName: "get_time" },
-    { role: "tool", content: "21C", toolName: "get_weather" },
-  ], "consecutive calls are one assistant turn; outputs find their call by call_id");
+    { role: "assistant", content: "", toolCalls: [{ id: "c1", name: "get_weather", arguments: { city: "Paris" } }, { id: "c2", name: "get_time", arguments: {} }] },
+    { role: "tool", content: "noon", toolName: "get_time", toolCallId: "c2" },
+    { role: "tool", content: "21C", toolName: "get_weather", toolCallId: "c1" },
+  ], "consecutive calls are one assistant turn; outputs find their call by call_id; the ids kept for the template");
   t.same([call.toolChoice, call.grammar], [{ name: "get_time" }, { kind: "schema", schema: { type: "object" } }]);
   t.same(responsesCall({ model: "m", input: "hi" }, "m").turns, [{ role: "user", content: "hi" }]);
   t.throws(() => responsesCall({ ...body, previous_response_id: "resp_1" }, "m"), { status: 400, message: /previous_response_id is not supported/ });
   t.throws(() => responsesCall({ ...body, input: [{ type: "item_reference" }] }, "m"), { status: 400, message: "unsupported input item type 'item_reference'" });
   t.throws(() => responsesCall({ ...body, input: [{ role: "user", content: [{ type: "input_image" }] }] }, "m"), { status: 400, message: "model 'm' does not support images" });
+});
+
+t.test("/api/chat and /v1/chat/completions: a call's id and a result's tool_call_id reach the turns", async (t) => {
+  const call = { id: "call_ab12cd34", function: { name: "get_weather", arguments: { city: "Paris" } } };
+  t.same(toTurn({ role: "assistant", content: "", tool_calls: [call] }, 1), { role: "assistant", content: "", toolCalls: [{ id: "call_ab12cd34", name: "get_weather", arguments: { city: "Paris" } }] });
+  t.same(toTurn({ role: "tool", content: "21C", tool_name: "get_weather", tool_call_id: "call_ab12cd34" }, 2), { role: "tool", content: "21C", toolName: "get_weather", toolCallId: "call_ab12cd34" });
+  t.same(toTurn({ role: "assistant", content: "", tool_calls: [{ function: call.function }] }, 1).toolCalls, [{ name: "get_weather", arguments: { city: "Paris" } }], "no id, none made up");
+  const turns = toTurns(
+    [
+      { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+      { role: "tool", content: "21C", tool_call_id: "call_1" },
+    ],
+    "m",
+  );
+  t.same(turns, [
+    { role: "assistant", content: "", toolCalls: [{ id: "call_1", name: "get_weather", arguments: { city: "Paris" } }] },
+    { role: "tool", content: "21C", toolName: "get_weather", toolCallId: "call_1" },
+  ]);
 });

@@ -50,13 +50,13 @@ function toTurns(m: AnthropicMessage, index: number, callNames: Map<string, stri
         if (!use.id) throw new BadRequestError(`${path}.id is required`);
         if (!use.name) throw new BadRequestError(`${path}.name is required`);
         callNames.set(use.id, use.name);
-        calls.push({ name: use.name, arguments: use.input ?? {} });
+        calls.push({ id: use.id, name: use.name, arguments: use.input ?? {} });
         break;
       }
       case "tool_result": {
         const result = block as Partial<AnthropicToolResultBlock>;
         const toolName = result.tool_use_id ? callNames.get(result.tool_use_id) : undefined;
-        results.push({ role: "tool", content: resultText(result.content, model), ...(toolName ? { toolName } : {}) });
+        results.push({ role: "tool", content: resultText(result.content, model), ...(toolName ? { toolName } : {}), ...(result.tool_use_id ? { toolCallId: result.tool_use_id } : {}) });
         break;
       }
       case "thinking":

@@ -32,13 +32,13 @@ export function toTurns(messages: readonly OpenAIMessage[], model: string): Chat
     if (m.role === "assistant") {
       const toolCalls = m.tool_calls?.map((c: OpenAIToolCall, j): ToolCallSpec => {
         if (c.id) callNames.set(c.id, c.function.name);
-        return { name: c.function.name, arguments: toArguments(c.function.arguments ?? "", `messages[${i}].tool_calls[${j}].function.arguments`) };
+        return { ...(c.id ? { id: c.id } : {}), name: c.function.name, arguments: toArguments(c.function.arguments ?? "", `messages[${i}].tool_calls[${j}].function.arguments`) };
       });
       return { role: "assistant", content, ...(toolCalls?.length ? { toolCalls } : {}), ...(m.reasoning ? { thinking: m.reasoning } : {}) };
     }
     if (m.role === "tool") {
       const toolName = (m.tool_call_id && callNames.get(m.tool_call_id)) || m.name;
-      return { role: "tool", content, ...(toolName ? { toolName } : {}) };
+      return { role: "tool", content, ...(toolName ? { toolName } : {}), ...(m.tool_call_id ? { toolCallId: m.tool_call_id } : {}) };
     }
     return { role: m.role === "developer" ? "system" : m.role, content };
   });

@@ -35,13 +35,13 @@ function toTurns(items: readonly ResponsesInputItem[], model: string): ChatTurn[
     } else if (type === "function_call") {
       if (!item.name) throw new BadRequestError(`input[${i}].name is required`);
       if (item.call_id) callNames.set(item.call_id, item.name);
-      const call: ToolCallSpec = { name: item.name, arguments: toArguments(item.arguments ?? "", `input[${i}].arguments`) };
+      const call: ToolCallSpec = { ...(item.call_id ? { id: item.call_id } : {}), name: item.name, arguments: toArguments(item.arguments ?? "", `input[${i}].arguments`) };
       const last = turns[turns.length - 1];
       if (last?.role === "assistant" && !hasResults(turns)) (last.toolCalls ??= []).push(call);
       else turns.push({ role: "assistant", content: "", toolCalls: [call] });
     } else if (type === "function_call_output") {
       const toolName = item.call_id ? callNames.get(item.call_id) : undefined;
-      turns.push({ role: "tool", content: textOf(item.output, model), ...(toolName ? { toolName } : {}) });
+      turns.push({ role: "tool", content: textOf(item.output, model), ...(toolName ? { toolName } : {}), ...(item.call_id ? { toolCallId: item.call_id } : {}) });
     } else if (type !== "reasoning") throw new BadRequestError(`unsupported input item type '${type}'`);
   });
   return turns;
