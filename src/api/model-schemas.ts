@@ -44,6 +44,8 @@ export const createSchema: SchemaObject = {
     system: { type: "string" },
     parameters: { type: "object" },
     draft: { type: "string", minLength: 1 },
+    renderer: { type: "string", maxLength: 128 },
+    parser: { type: "string", maxLength: 128 },
     messages: {
       type: "array",
       maxItems: 1024,

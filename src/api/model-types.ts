@@ -45,6 +45,9 @@ export interface ShowResponse {
   modelfile: string;
   parameters: string;
   template: string;
+  /** Ollama's built-in renderer and parser the model's config names (omitted when none). */
+  renderer?: string;
+  parser?: string;
   system?: string;
   license?: string;
   /** The model's MESSAGE lines, in front of every chat (omitted when there are none, as Ollama). */
@@ -96,6 +99,9 @@ export interface CreateRequest {
   parameters?: Record<string, unknown>;
   /** lmd: a draft model (by name) for speculative decoding; stored as the parameter `draft`. */
   draft?: string;
+  /** Ollama's built-in renderer and parser, kept in the config (see docs/models.md: lmd renders such a model with its GGUF's chat template). */
+  renderer?: string;
+  parser?: string;
   messages?: CreateMessage[];
   license?: string | string[];
   stream?: boolean;

@@ -50,6 +50,8 @@ export async function run(argv: string[]): Promise<void> {
         body.adapters = adapters;
       }
       if (mf.template !== undefined) body.template = mf.template;
+      if (mf.renderer !== undefined) body.renderer = mf.renderer;
+      if (mf.parser !== undefined) body.parser = mf.parser;
       if (mf.system !== undefined) body.system = mf.system;
       if (Object.keys(mf.parameters).length > 0) body.parameters = mf.parameters;
       if (mf.messages.length > 0) body.messages = mf.messages;

@@ -20,6 +20,9 @@ export interface Modelfile {
   from: string;
   adapters: string[];
   template?: string;
+  /** Ollama's RENDERER and PARSER: the names of its built-in prompt renderer and output parser. */
+  renderer?: string;
+  parser?: string;
   system?: string;
   /** Typed values; `stop` collects every occurrence into an array. */
   parameters: Record<string, ParameterValue | ParameterValue[]>;
@@ -49,7 +52,9 @@ const PARAMETER_KINDS: Record<string, Kind> = {
   draft: "string", prompt_lookup: "bool", speculative: "bool", draft_p_min: "float",
 };
 
-const COMMANDS = ["from", "license", "template", "system", "adapter", "parameter", "message", "draft"] as const;
+/** In the order of Ollama's message for an unknown one. */
+const COMMANDS = ["from", "license", "template", "system", "adapter", "draft", "renderer", "parser", "parameter", "message"] as const;
+const COMMAND_LIST = `${COMMANDS.slice(0, -1).map((c) => `"${c}"`).join(", ")}, or "${COMMANDS.at(-1)}"`;
 const ROLES = ["system", "user", "assistant"] as const;
 
 /** Parses Modelfile text. Throws ModelfileError naming the line of a mistake. */
@@ -63,7 +68,7 @@ export function parseModelfile(text: string): Modelfile {
     const m = /^(\S+)(?:\s+([\s\S]*))?$/.exec(line);
     const command = (m?.[1] ?? "").toLowerCase();
     if (!(COMMANDS as readonly string[]).includes(command)) {
-      throw new ModelfileError(`command must be one of "from", "license", "template", "system", "adapter", "parameter", "message", or "draft"`, lineNo);
+      throw new ModelfileError(`command must be one of ${COMMAND_LIST}`, lineNo);
     }
     let rest = m?.[2] ?? "";
     let name: string | undefined;
@@ -132,6 +137,12 @@ function apply(out: Modelfile, command: string, name: string | undefined, value:
       return;
     case "draft":
       out.parameters.draft = value;
+      return;
+    case "renderer":
+      out.renderer = value;
+      return;
+    case "parser":
+      out.parser = value;
   }
 }
 
@@ -188,6 +199,8 @@ export function formatModelfile(m: Modelfile, options: FormatOptions = {}): stri
   out.push(`FROM ${m.from}`);
   for (const a of m.adapters) out.push(`ADAPTER ${a}`);
   if (m.template !== undefined) out.push(`TEMPLATE ${quote(m.template, true)}`);
+  if (m.renderer) out.push(`RENDERER ${quote(m.renderer, false)}`);
+  if (m.parser) out.push(`PARSER ${quote(m.parser, false)}`);
   if (m.system !== undefined) out.push(`SYSTEM ${quote(m.system, true)}`);
   if (typeof m.parameters.draft === "string") out.push(`DRAFT ${m.parameters.draft}`);
   for (const [name, value] of Object.entries(m.parameters)) {

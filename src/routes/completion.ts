@@ -16,7 +16,7 @@ import { outputFlow } from "../http/respond.js";
 import { capPredict, resolveOptions, type ResolvedOptions } from "./options.js";
 import { capabilities } from "../store/capabilities.js";
 import { ggufOf } from "../store/model-info.js";
-import { goTemplate } from "./prompt.js";
+import { goTemplateIn } from "./prompt.js";
 import { usesHarmony } from "../template/harmony.js";
 import { type ChatCallbacks, effectiveThink, NeedsRunner, noRunner, renderTemplateChat, runTemplateChat, runtimeOf } from "./template-chat.js";
 import type { Services } from "./services.js";
@@ -129,7 +129,7 @@ export interface ChatOutput {
 export async function runChat(services: Services, ctx: RequestContext, target: Target, call: ChatCall, on: ChatCallbacks): Promise<ChatOutput> {
   await requireCompletion(services, target, "chat");
   const { opts, model } = target;
-  const t = model.template ? goTemplate(model.template) : undefined;
+  const t = goTemplateIn(model);
   return withLease(services, ctx, target, async (lease) => {
     if (t) {
       const tc = { name: target.name, opts, ...call, turns: conversation(model, call.turns), truncate: call.truncate ?? services.config.truncate, harmony: usesHarmony(model) };
@@ -152,7 +152,7 @@ export async function runChat(services: Services, ctx: RequestContext, target: T
 export async function renderChat(services: Services, ctx: RequestContext, target: Target, call: ChatCall): Promise<string> {
   await requireCompletion(services, target, "chat");
   const { model } = target;
-  const t = model.template ? goTemplate(model.template) : undefined;
+  const t = goTemplateIn(model);
   const tc = { name: target.name, opts: target.opts, ...call, turns: conversation(model, call.turns), harmony: usesHarmony(model) };
   if (t) {
     // A Go template renders here; the model is loaded only if its tokenizer must cut the history.
@@ -186,7 +186,7 @@ function numberParam(v: unknown): number | undefined {
 /** Tokens of the prompt a chat call renders to (system, tools and turns), evaluating nothing. */
 export function countChatTokens(services: Services, ctx: RequestContext, target: Target, call: ChatCall): Promise<number> {
   const { opts, model } = target;
-  const t = model.template ? goTemplate(model.template) : undefined;
+  const t = goTemplateIn(model);
   return withLease(services, ctx, target, async (lease) => {
     if (t) {
       const { prompt } = await renderTemplateChat(runtimeOf(lease), t, { name: target.name, opts, ...call, turns: conversation(model, call.turns), harmony: usesHarmony(model) });

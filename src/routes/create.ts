@@ -71,12 +71,17 @@ async function createLocked(ctx: RequestContext, body: CreateRequest, input: str
   let layers: Layer[] = [];
   let baseParams: Record<string, unknown> = {};
   let gguf: GgufMetadata | undefined;
+  let { renderer = "", parser = "" } = body;
   if (body.from && !body.from.startsWith("sha256:")) {
     const base = await store.findModel(body.from);
     if (!base) throw new ModelNotFoundError(printable(body.from));
     layers = [...base.manifest.layers];
     const params = layers.find((l) => l.mediaType === MEDIA.params);
     if (params) baseParams = JSON.parse(await store.readBlobText(params.digest)) as Record<string, unknown>;
+    // The base's renderer and parser carry over unless the request names its own (as Ollama's config does).
+    const config = await store.config(base.manifest);
+    renderer = body.renderer ?? config.renderer;
+    parser = body.parser ?? config.parser;
   }
   const ggufFiles: Array<[string, string]> = Object.entries(body.files ?? {});
   if (body.from?.startsWith("sha256:")) ggufFiles.unshift([body.from, body.from]);
@@ -102,6 +107,7 @@ async function createLocked(ctx: RequestContext, body: CreateRequest, input: str
   if (!modelLayer) throw new BadRequestError("no model file given: 'from' or 'files' must name a GGUF model");
   gguf ??= await readGguf(store, "model", modelLayer.digest);
   await checkAdapters(store, layers, gguf, adapters);
+  checkRendering(gguf, renderer, parser);
 
   await requireIdle(scheduler, input); // 409 with its real status, before the stream starts
   const unpin = store.pin(layers.map((l) => l.digest));
@@ -113,7 +119,7 @@ async function createLocked(ctx: RequestContext, body: CreateRequest, input: str
     written.push(...added.map((l) => l.digest));
     for (const l of added) await progress.send({ status: `creating new layer ${l.digest}` });
     layers.push(...added);
-    const config = await store.addBlob(JSON.stringify(configBlob(gguf, layers)), MEDIA.config);
+    const config = await store.addBlob(JSON.stringify(configBlob(gguf, layers, renderer, parser)), MEDIA.config);
     written.push(config.digest);
     await progress.send({ status: "writing manifest" });
     await commitManifest(store, input, { schemaVersion: 2, mediaType: MEDIA.manifest, config, layers });
@@ -182,8 +188,21 @@ async function checkAdapters(store: ModelStore, layers: Layer[], base: GgufMetad
   }
 }
 
-/** The config blob Ollama writes: format, family, parameter size, file type and the layer list. */
-function configBlob(gguf: GgufMetadata, layers: Layer[]): Record<string, unknown> {
+/**
+ * Ollama's RENDERER and PARSER name Go code of Ollama's; lmd has its harmony parser and no
+ * renderer. A model that names a renderer is rendered, and its output parsed, by its GGUF's chat
+ * template (store.goTemplateOf), so it must have one; a parser other than harmony only comes with a
+ * renderer (otherwise it would be stored and never used).
+ */
+function checkRendering(gguf: GgufMetadata, renderer: string, parser: string): void {
+  if (renderer && typeof gguf.metadata["tokenizer.chat_template"] !== "string") {
+    throw new BadRequestError(`renderer '${printable(renderer)}' is not built into lmd: such a model is rendered with its GGUF's chat template, and this GGUF has none`);
+  }
+  if (parser && parser !== "harmony" && !renderer) throw new BadRequestError(`parser '${printable(parser)}' is not built into lmd (only 'harmony' is); with a RENDERER the GGUF's chat template parses the output`);
+}
+
+/** The config blob Ollama writes: format, family, parameter size, file type, renderer and parser, and the layer list. */
+function configBlob(gguf: GgufMetadata, layers: Layer[], renderer: string, parser: string): Record<string, unknown> {
   const arch = typeof gguf.metadata["general.architecture"] === "string" ? gguf.metadata["general.architecture"] : "";
   return {
     model_format: "gguf",
@@ -191,6 +210,8 @@ function configBlob(gguf: GgufMetadata, layers: Layer[]): Record<string, unknown
     model_families: arch ? [arch] : null,
     model_type: gguf.parameterCount !== undefined ? humanNumber(gguf.parameterCount) : "",
     file_type: fileTypeName(gguf),
+    ...(renderer ? { renderer } : {}),
+    ...(parser ? { parser } : {}),
     architecture: "amd64",
     os: "linux",
     rootfs: { type: "layers", diff_ids: layers.map((l) => l.digest) },

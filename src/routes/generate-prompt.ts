@@ -12,7 +12,7 @@ import type { ResolvedModel } from "../store/store.js";
 import { parseTemplate, renderOllama, type OllamaMessage, type Template } from "../template/index.js";
 import { usesHarmony } from "../template/harmony.js";
 import { chatPrompt, thinkValues, type ThinkValue } from "../template/prompt.js";
-import { goTemplate } from "./prompt.js";
+import { goTemplateIn } from "./prompt.js";
 import { effectiveThink, NeedsRunner, noRunner, type PromptRuntime } from "./template-chat.js";
 
 export interface GeneratePrompt {
@@ -27,7 +27,7 @@ export interface GeneratePrompt {
 /** Checks that need no model loaded: fill-in-the-middle needs a template that uses `.Suffix`. */
 export function checkGenerate(body: GenerateRequest, model: ResolvedModel): Template | undefined {
   // A request's own template is parsed for this request only; the model's is cached (goTemplate).
-  const t = body.template ? parseTemplate(body.template) : model.template ? goTemplate(model.template) : undefined;
+  const t = body.template ? parseTemplate(body.template) : goTemplateIn(model);
   // node-llama-cpp has no vision support: images are refused, never silently dropped (as chat does).
   if (body.images?.length) throw new BadRequestError(`model '${body.model}' does not support images`);
   if (body.suffix && !t?.vars().has("suffix")) throw new BadRequestError(`model '${body.model}' does not support insert`);

@@ -9,6 +9,7 @@
 import { randomInt } from "node:crypto";
 import type { ChatToolCall } from "../api/chat-types.js";
 import type { ChatTurn, ToolCallSpec, ToolSpec } from "../runner/protocol.js";
+import { goTemplateOf } from "../store/store.js";
 import { parseTemplate, type OllamaMessage, type Template } from "../template/index.js";
 import { inferThinkingTags, ThinkingParser } from "../template/thinking.js";
 import { toolCallTag, ToolCallParser } from "../template/tools.js";
@@ -16,6 +17,12 @@ import { toolCallTag, ToolCallParser } from "../template/tools.js";
 /** Parsed templates by source: a model's template is parsed once, not per request. */
 const parsed = new Map<string, Template>();
 const tags = new WeakMap<Template, { thinking: [string, string]; tool: string }>();
+
+/** The parsed Go template a model's prompts are rendered with, if any (store.goTemplateOf). */
+export function goTemplateIn(model: { template: string | undefined; renderer: string }): Template | undefined {
+  const source = goTemplateOf(model);
+  return source === undefined ? undefined : goTemplate(source);
+}
 
 /** The parsed Go template (400 naming the position on a syntax error). */
 export function goTemplate(source: string): Template {

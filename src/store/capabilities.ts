@@ -6,7 +6,8 @@
  * `.Thinking` between tags inside `range .Messages`; Jinja: has `<think>` and `</think>`, or splits
  * content at `</think>`); `thinking` for the gpt-oss family (config `model_family` `gptoss` or
  * `gpt-oss`, whatever the template) and `tools` and `thinking` for a config that names the
- * `harmony` parser (template/harmony.ts); `vision` with a projector layer. lmd's own word
+ * `harmony` parser (template/harmony.ts); `vision` with a projector layer. A model whose config
+ * names a renderer is judged by its GGUF's template, the one lmd renders it with (store.goTemplateOf). lmd's own word
  * `reranking` replaces `embedding` for a reranker (its pooled output is a score).
  */
 import type { Capability } from "../api/model-types.js";
@@ -14,16 +15,11 @@ import type { GgufMetadata } from "../gguf/gguf.js";
 import { isReranker } from "../gguf/rerank.js";
 import { parseTemplate } from "../template/index.js";
 import { inferThinkingTags } from "../template/thinking.js";
-import { MEDIA, type Manifest } from "./store.js";
-
-/** The config blob's fields the capabilities read (store.config). */
-export interface ModelConfig {
-  family: string;
-  parser: string;
-}
+import { goTemplateOf, MEDIA, type Manifest, type ModelConfig } from "./store.js";
 
 /** The capabilities of a model from its GGUF header, its Go template (if any), its config and its layers. */
-export function capabilities(gguf: GgufMetadata | undefined, template: string | undefined, manifest: Manifest, config: ModelConfig): Capability[] {
+export function capabilities(gguf: GgufMetadata | undefined, layerTemplate: string | undefined, manifest: Manifest, config: ModelConfig): Capability[] {
+  const template = goTemplateOf({ template: layerTemplate, renderer: config.renderer });
   const arch = gguf?.metadata["general.architecture"];
   const embedding = typeof arch === "string" && gguf?.metadata[`${arch}.pooling_type`] !== undefined;
   const out: Capability[] = [gguf && isReranker(gguf) ? "reranking" : embedding ? "embedding" : "completion"];

@@ -12,6 +12,9 @@ export interface InstallOptions {
   params?: Record<string, unknown>;
   template?: string;
   system?: string;
+  /** Ollama's built-in renderer and parser, for the config blob. */
+  renderer?: string;
+  parser?: string;
 }
 
 export async function installGguf(store: ModelStore, name: string, ggufFile: string, options: InstallOptions = {}): Promise<void> {
@@ -27,6 +30,8 @@ export async function installGguf(store: ModelStore, name: string, ggufFile: str
     model_families: [architecture],
     model_type: "",
     file_type: options.fileType ?? "",
+    ...(options.renderer ? { renderer: options.renderer } : {}),
+    ...(options.parser ? { parser: options.parser } : {}),
     architecture: "amd64",
     os: "linux",
     rootfs: { type: "layers", diff_ids: layers.map((l) => l.digest) },

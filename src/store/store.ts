@@ -67,9 +67,28 @@ export interface ResolvedModel {
   /** The config blob's `model_family` and `parser` ("" when absent): Ollama's harmony rule reads them (template/harmony.ts). */
   family: string;
   parser: string;
+  /** The config blob's `renderer` (Ollama's built-in prompt renderers; see {@link goTemplateOf}). */
+  renderer: string;
   /** The MESSAGE lines (messages layer): a conversation put in front of every chat, as Ollama does. */
   messages: ModelMessage[];
   modifiedAt: Date;
+}
+
+/** What lmd reads of a model's config blob. */
+export interface ModelConfig {
+  family: string;
+  parser: string;
+  renderer: string;
+}
+
+/**
+ * The Go template lmd renders a model's prompts with: its template layer, unless its config names
+ * one of Ollama's built-in renderers (`RENDERER qwen3-coder`, `qwen3.5`, …: Go code in Ollama, none
+ * of which lmd has). Such a model's template layer is a stub (`{{ .Prompt }}`), so it is rendered
+ * by its GGUF's own chat template instead, as a model without a template layer is.
+ */
+export function goTemplateOf(model: { template: string | undefined; renderer: string }): string | undefined {
+  return model.renderer ? undefined : model.template;
 }
 
 export interface ModelMessage {
@@ -205,6 +224,7 @@ export class ModelStore {
       system,
       family: config.family,
       parser: config.parser,
+      renderer: config.renderer,
       messages: messages === undefined ? [] : parseMessages(messages, printable(input)),
       modifiedAt: stat.mtime,
     };
@@ -301,14 +321,14 @@ export class ModelStore {
     return text === undefined ? undefined : (JSON.parse(text) as Record<string, unknown>);
   }
 
-  /** The config blob's family and parser; a config that is missing or not JSON names neither. */
-  async config(manifest: Manifest): Promise<{ family: string; parser: string }> {
+  /** The config blob's family, parser and renderer; a config that is missing or not JSON names none. */
+  async config(manifest: Manifest): Promise<ModelConfig> {
     const config = await this.readBlobText(manifest.config.digest, "config")
       .then((text) => JSON.parse(text) as unknown)
       .catch(() => undefined);
     const fields = (typeof config === "object" && config !== null ? config : {}) as Record<string, unknown>;
     const field = (key: string) => (typeof fields[key] === "string" ? fields[key] : "");
-    return { family: field("model_family"), parser: field("parser") };
+    return { family: field("model_family"), parser: field("parser"), renderer: field("renderer") };
   }
 
   /** Reads a small blob as text (template, system, params, config, license), capped and cached (layers.ts). */
