@@ -59,7 +59,7 @@ export const chatSchema = {
     options: optionsSchema,
     stream: { type: "boolean" },
     keep_alive: keepAlive,
-    think: { type: ["boolean", "string"], enum: [true, false, "high", "medium", "low"] },
+    think: { type: ["boolean", "string"], enum: [true, false, "high", "medium", "low", "max"] },
     _debug_render_only: { type: "boolean" },
     truncate: { type: "boolean" },
     logprobs: { type: "boolean" },

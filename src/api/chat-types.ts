@@ -34,7 +34,7 @@ export interface ChatRequest {
   stream?: boolean;
   keep_alive?: string | number;
   /** Thinking models: show thoughts apart (true) or suppress them (false). Levels count as true. */
-  think?: boolean | "high" | "medium" | "low";
+  think?: boolean | "high" | "medium" | "low" | "max";
   /** lmd: a history over the context drops its oldest turns (true, SERVICE_TRUNCATE's default) or is a 400 (false). */
   truncate?: boolean;
   /** Ollama's debug option: answer the rendered prompt instead of running the model. */

@@ -70,7 +70,7 @@ export const generateSchema = {
     keep_alive: keepAlive,
     options: optionsSchema,
     images: { type: ["array", "null"], items: { type: "string" } },
-    think: { type: ["boolean", "string"], enum: [true, false, "high", "medium", "low"] },
+    think: { type: ["boolean", "string"], enum: [true, false, "high", "medium", "low", "max"] },
     _debug_render_only: { type: "boolean" },
     truncate: { type: "boolean" },
   },

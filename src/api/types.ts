@@ -49,7 +49,7 @@ export interface GenerateRequest {
   options?: ModelOptions;
   images?: string[];
   /** Thinking models: show thoughts apart (true, or a level) or suppress them (false). */
-  think?: boolean | "high" | "medium" | "low";
+  think?: boolean | "high" | "medium" | "low" | "max";
   /** lmd: a prompt over the context drops its front (true, SERVICE_TRUNCATE's default) or is a 400 (false). */
   truncate?: boolean;
   /** Ollama's debug option: answer the rendered prompt instead of running the model. */

@@ -58,7 +58,9 @@ export function noRunner(contextSize: number): PromptRuntime {
  * analysis, reported as thinking: its template only leaves out the reasoning level.)
  */
 export function effectiveThink(t: Template, name: string, think: ThinkValue, harmony = false): ThinkValue {
-  if (harmony || templateThinks(t)) return think ?? true;
+  // Harmony's reasoning levels end at high (as Ollama maps "max").
+  if (harmony) return think === "max" ? "high" : (think ?? true);
+  if (templateThinks(t)) return think ?? true;
   if (think !== undefined && think !== false) throw new BadRequestError(`"${name}" does not support thinking`);
   return think;
 }

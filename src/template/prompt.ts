@@ -6,7 +6,7 @@
 import { renderOllama, type OllamaMessage } from "./ollama.js";
 import type { Template } from "./template.js";
 
-export type ThinkValue = boolean | "high" | "medium" | "low" | undefined;
+export type ThinkValue = boolean | "high" | "medium" | "low" | "max" | undefined;
 
 /** Ollama's ThinkValue.Bool()/String() and IsThinkSet, as the template sees them. */
 export function thinkValues(think: ThinkValue): { think: boolean; thinkLevel: string; isThinkSet: boolean } {

@@ -38,10 +38,11 @@ t.test("gpt-oss through its Go template, as Ollama serves it", async (t) => {
     t.same(refused, { status: 400, body: { error: '"other" does not support thinking' } });
   });
 
-  t.test("think: unset and true are medium, a level is itself, false leaves the level out and is no error", async (t) => {
+  t.test("think: unset and true are medium, a level is itself (max: high), false leaves the level out and is no error", async (t) => {
     t.match(await render({ messages: question }), /\n\nReasoning: medium\n\n/);
     t.match(await render({ messages: question, think: true }), /\n\nReasoning: medium\n\n/);
     t.match(await render({ messages: question, think: "high" }), /\n\nReasoning: high\n\n/);
+    t.match(await render({ messages: question, think: "max" }), /\n\nReasoning: high\n\n/, "max is high for harmony (as Ollama)");
     t.notMatch(await render({ messages: question, think: false }), /Reasoning/);
     t.match(await render({ prompt: "Hi", think: "low" }, "/api/generate"), /\n\nReasoning: low\n\n.*<\|start\|>user<\|message\|>Hi<\|end\|><\|start\|>assistant$/s);
     const chat = await post("/api/chat", { model: "oss", messages: question, think: false, options });

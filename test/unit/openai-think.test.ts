@@ -13,7 +13,9 @@ t.test("reasoning effort → think", async (t) => {
   t.equal(toThink(req({ reasoning_effort: "none" })), false);
   t.equal(toThink(req({ reasoning_effort: "minimal" })), "low");
   t.equal(toThink(req({ reasoning_effort: "medium" })), "medium");
-  t.equal(toThink(req({ reasoning_effort: "xhigh" })), "high", "tiers above high clamp to lmd's top level");
+  t.equal(toThink(req({ reasoning_effort: "xhigh" })), "max", "the tiers above high are max (as Ollama)");
+  t.equal(toThink(req({ reasoning: { effort: "ultra" } })), "max");
+  t.equal(toThink(req({ reasoning_effort: "max" })), "max");
   t.equal(toThink(req({ reasoning_effort: "low", reasoning: { effort: "high" } })), "high", "reasoning.effort wins, as in Ollama");
   t.throws(() => toThink(req({ reasoning_effort: "extreme" })), { status: 400, message: 'invalid reasoning value: "extreme" (must be "minimal", "low", "medium", "high", "xhigh", "ultra", "max", or "none")' });
 });

@@ -115,16 +115,17 @@ export const SYSTEM_FINGERPRINT = "fp_lmd";
 
 /**
  * `reasoning.effort` or `reasoning_effort` → `think`, as Ollama's openai layer maps it: "none" is
- * false, "minimal" is "low", the levels pass, and the tiers above "high" clamp to it (lmd's top level).
+ * false, "minimal" is "low", the levels pass, and "xhigh" and "ultra" are "max".
  */
-export function toThink(body: OpenAIChatRequest): boolean | "low" | "medium" | "high" | undefined {
+export function toThink(body: OpenAIChatRequest): boolean | "low" | "medium" | "high" | "max" | undefined {
   const effort = body.reasoning?.effort ?? body.reasoning_effort ?? "";
   switch (effort) {
     case "": return undefined;
     case "none": return false;
     case "minimal": case "low": return "low";
     case "medium": return "medium";
-    case "high": case "max": case "xhigh": case "ultra": return "high";
+    case "high": return "high";
+    case "max": case "xhigh": case "ultra": return "max";
     default: throw new BadRequestError(`invalid reasoning value: "${effort.slice(0, 40)}" (must be "minimal", "low", "medium", "high", "xhigh", "ultra", "max", or "none")`);
   }
 }
