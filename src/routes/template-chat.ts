@@ -5,7 +5,7 @@
  */
 import { BadRequestError } from "../errors.js";
 import type { OnChunk, OutputFlow } from "../runner/client.js";
-import type { ChatResult, ChatTurn, GrammarSpec, TokenLogprob, ToolCallSpec, ToolChoice, ToolSpec } from "../runner/protocol.js";
+import type { ChatResult, ChatTurn, GenerateStats, GrammarSpec, TokenLogprob, ToolCallSpec, ToolChoice, ToolSpec } from "../runner/protocol.js";
 import type { Lease } from "../scheduler/scheduler.js";
 import type { Template } from "../template/index.js";
 import { HarmonyOutput } from "../template/harmony.js";
@@ -93,10 +93,20 @@ export interface ChatCallbacks {
   onToolCalls?: ((calls: ToolCallSpec[]) => void) | undefined;
 }
 
-/** Runs the chat; content, thoughts and calls stream through `on`; calls not streamed come back in the result. */
+/**
+ * Runs the chat; content, thoughts and calls stream through `on`; calls not streamed come back in the
+ * result. A `format` on a model that thinks (its thinking parser on, or harmony's unless `think:
+ * false`) takes Ollama's two passes: the model thinks unconstrained, and once its answer begins that
+ * pass stops (the answer's first piece unsent), the thought is put in the conversation as an
+ * assistant turn, and a second pass renders it and answers under the grammar; the parser goes on
+ * from where the first left it, and the stats are the second pass's, as Ollama's. A model that
+ * answers without thinking first is never constrained (as Ollama).
+ */
 export async function runTemplateChat(lease: Lease, t: Template, call: TemplateChat, on: ChatCallbacks, signal: AbortSignal, flow?: OutputFlow): Promise<ChatResult> {
-  const { prompt, think, tools, droppedTokens, harmony } = await renderTemplateChat(runtimeOf(lease), t, call);
-  const splitter: OutputParser = harmony ?? new OutputSplitter(t, { think: think !== undefined && think !== false, tools, prompt });
+  const rt = runtimeOf(lease);
+  const { prompt, think, tools, droppedTokens, harmony } = await renderTemplateChat(rt, t, call);
+  const thinks = think !== undefined && think !== false;
+  const splitter: OutputParser = harmony ?? new OutputSplitter(t, { think: thinks, tools, prompt });
   const toolCalls: ToolCallSpec[] = [];
   const emit = (p: { thinking: string; content: string; calls: ToolCallSpec[] }, lps?: TokenLogprob[]) => {
     if (p.thinking) on.onThinking?.(p.thinking);
@@ -109,12 +119,36 @@ export async function runTemplateChat(lease: Lease, t: Template, call: TemplateC
   const { opts } = call;
   // Harmony's calls are messages to a recipient, not JSON objects: tool_choice is not forced (as Ollama).
   const grammar = call.grammar ?? (harmony ? undefined : forcedCall(t, tools, call.toolChoice));
-  const text = harmony && grammar ? prompt + harmony.openFinal() : prompt;
   // Harmony's tags are special tokens: the runner writes them out as text for its parser.
-  const job = { prompt: { kind: "text" as const, text }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs: call.logprobs, truncate: call.truncate, droppedTokens, specialTokens: harmony !== undefined };
-  const stats = await lease.runner.generate(job, (text, lps) => emit(splitter.add(text), lps), signal, flow);
-  if (stats.doneReason !== "cancelled") emit(splitter.end());
-  return { stats: { ...stats, context: [] }, toolCalls };
+  const run = (text: string, grammar: GrammarSpec | undefined, dropped: number, onText: OnChunk, runSignal: AbortSignal) => {
+    const job = { prompt: { kind: "text" as const, text }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs: call.logprobs, truncate: call.truncate, droppedTokens: dropped, specialTokens: harmony !== undefined };
+    return lease.runner.generate(job, onText, runSignal, flow);
+  };
+  const finish = (stats: GenerateStats): ChatResult => {
+    if (stats.doneReason !== "cancelled") emit(splitter.end());
+    return { stats: { ...stats, context: [] }, toolCalls };
+  };
+  const parse: OnChunk = (text, lps) => emit(splitter.add(text), lps);
+
+  if (!(call.grammar && thinks && (harmony || templateThinks(t)))) {
+    // Without a thought to come first, the grammar applies at once (harmony: to the final channel, opened here; lmd's choice where Ollama's output would be dropped as a header).
+    return finish(await run(harmony && grammar ? prompt + harmony.openFinal() : prompt, grammar, droppedTokens, parse, signal));
+  }
+  let thought = "";
+  let answering = false;
+  const stop = new AbortController();
+  const first = await run(prompt, undefined, droppedTokens, (text, lps) => {
+    if (answering) return;
+    const p = splitter.add(text);
+    thought += p.thinking;
+    if (thought === "" || p.content === "") return emit(p, lps);
+    answering = true;
+    emit({ ...p, content: "" }, lps);
+    stop.abort();
+  }, AbortSignal.any([signal, stop.signal]));
+  if (!answering || signal.aborted) return finish(first);
+  const again = await renderTemplateChat(rt, t, { ...call, turns: [...call.turns, { role: "assistant", content: "", thinking: thought }] });
+  return finish(await run(again.prompt + (again.harmony?.openFinal() ?? ""), call.grammar, again.droppedTokens, parse, signal));
 }
 
 /**

@@ -115,4 +115,28 @@ t.test("Go templates on the real runner", async (t) => {
     const render = await postJson(`${url}/api/chat`, { model: "thinker", messages: history, think: false, _debug_render_only: true });
     t.match(((await render.json()) as { _debug_info: { rendered_template: string } })._debug_info.rendered_template, "<|im_start|>assistant\n<think>Look it up.</think>Sunny.<|im_end|>");
   });
+
+  t.test("format on a thinking model: the thought first, unconstrained, then the answer under the format (Ollama's two passes)", async (t) => {
+    // The model's greedy words after the prompt; a closing tag chosen among them ends its thought there.
+    const prompt = ((await (await postJson(`${url}/api/chat`, { model: "thinker", messages: question, _debug_render_only: true })).json()) as { _debug_info: { rendered_template: string } })._debug_info.rendered_template;
+    const raw = ((await (await postJson(`${url}/api/generate`, { model: "thinker", prompt, raw: true, stream: false, options: { ...options, num_predict: 16 } })).json()) as { response: string }).response;
+    const words = raw.split(/\s+/).filter((w) => w.length >= 3);
+    const close = words.find((w, i) => i >= 2 && raw.indexOf(w) === raw.lastIndexOf(w) && raw.indexOf(w) > 0 && raw.indexOf(w) + w.length < raw.trimEnd().length);
+    if (!close) return t.fail(`no word of the greedy output can close the thought: ${JSON.stringify(raw)}`);
+    const template = THINKING.replace("<think>{{ .Thinking }}</think>", `<think>{{ .Thinking }}${close}`);
+    t.equal((await postJson(`${url}/api/create`, { model: "closer", from: "base", template, stream: false })).status, 200);
+    const thought = raw.slice(0, raw.indexOf(close)).trim();
+    const format = { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] };
+    const body = { model: "closer", messages: question, format, options: { ...options, num_predict: 40 } };
+    const once = (await (await postJson(`${url}/api/chat`, { ...body, stream: false })).json()) as { message: { content: string; thinking?: string }; eval_count: number };
+    t.equal(once.message.thinking?.trim(), thought, "the thought as the model wrote it unconstrained");
+    t.type(JSON.parse(once.message.content).ok, "boolean", `the answer under the format: ${once.message.content}`);
+    const lines = await readNdjson(await postJson(`${url}/api/chat`, body));
+    const joined = (key: "content" | "thinking") => lines.map((l) => (l.message as { content: string; thinking?: string })[key] ?? "").join("");
+    t.same([joined("thinking"), joined("content")], [once.message.thinking, once.message.content], "streamed alike");
+    // think: false, or no thought tags: the format applies at once.
+    const off = (await (await postJson(`${url}/api/chat`, { ...body, think: false, stream: false })).json()) as { message: { content: string; thinking?: string } };
+    t.type(JSON.parse(off.message.content).ok, "boolean");
+    t.equal(off.message.thinking, undefined);
+  });
 });
