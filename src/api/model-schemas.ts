@@ -58,5 +58,7 @@ export const createSchema: SchemaObject = {
     license: { type: ["string", "array"], items: { type: "string" } },
     stream: { type: "boolean" },
     quantize: { type: "string" },
+    draft_files: digestMap,
+    draft_quantize: { type: "string" },
   },
 };

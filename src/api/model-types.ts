@@ -99,6 +99,11 @@ export interface CreateRequest {
   parameters?: Record<string, unknown>;
   /** lmd: a draft model (by name) for speculative decoding; stored as the parameter `draft`. */
   draft?: string;
+  /** Ollama's: the draft model's GGUF (file name → digest of an uploaded blob), stored as a draft layer. */
+  draft_files?: Record<string, string>;
+  /** Ollama's quantization on create, which lmd does not do (a 400). */
+  quantize?: string;
+  draft_quantize?: string;
   /** Ollama's built-in renderer and parser, kept in the config (see docs/models.md: lmd renders such a model with its GGUF's chat template). */
   renderer?: string;
   parser?: string;

@@ -46,6 +46,8 @@ export const optionsSchema = {
     prompt_lookup: { type: "boolean" },
     speculative: { type: "boolean" },
     draft_p_min: num(0, 1),
+    // Ollama's: draft tokens at most per step (0: the default, lmd's schedule of up to 12).
+    draft_num_predict: int(0, 64),
   },
 } as const;
 

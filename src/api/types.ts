@@ -30,6 +30,7 @@ export interface ModelOptions {
   speculative?: boolean;
   /** lmd: draft tokens below this probability end a draft (llama-server's --draft-p-min; default 0.6). */
   draft_p_min?: number;
+  draft_num_predict?: number;
   [other: string]: unknown;
 }
 

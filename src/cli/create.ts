@@ -53,7 +53,12 @@ export async function run(argv: string[]): Promise<void> {
       if (mf.renderer !== undefined) body.renderer = mf.renderer;
       if (mf.parser !== undefined) body.parser = mf.parser;
       if (mf.system !== undefined) body.system = mf.system;
-      if (Object.keys(mf.parameters).length > 0) body.parameters = mf.parameters;
+      // DRAFT: a GGUF file (Ollama's form) is uploaded as the draft layer; anything else names a model in the store (lmd's).
+      const { draft, ...parameters } = mf.parameters;
+      const draftPath = typeof draft === "string" ? await localFile(draft, base) : undefined;
+      if (draftPath !== undefined) body.draft_files = { [path.basename(draftPath)]: await upload(client, view, draftPath) };
+      else if (draft !== undefined) parameters.draft = draft;
+      if (Object.keys(parameters).length > 0) body.parameters = parameters;
       if (mf.messages.length > 0) body.messages = mf.messages;
       if (mf.license.length > 0) body.license = mf.license.length === 1 ? mf.license[0] : mf.license;
       for await (const line of client.stream<ProgressLine>("POST", "/api/create", body)) view.update(line);
@@ -69,7 +74,7 @@ async function localFile(ref: string, base: string): Promise<string | undefined>
   const expanded = ref.startsWith("~/") ? path.join(os.homedir(), ref.slice(2)) : ref;
   const candidate = path.resolve(base, expanded);
   const st = await stat(candidate).catch(() => undefined);
-  if (st?.isDirectory()) throw new Error(`'${ref}' is a directory; FROM and ADAPTER take a GGUF file`);
+  if (st?.isDirectory()) throw new Error(`'${ref}' is a directory; FROM, ADAPTER and DRAFT take a GGUF file`);
   if (st?.isFile()) return candidate;
   if (/^(\.{1,2}\/|\/|~\/)/.test(ref) || /\.gguf$/i.test(ref)) throw new Error(`file '${ref}' not found`);
   return undefined;

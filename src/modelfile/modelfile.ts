@@ -49,7 +49,7 @@ const PARAMETER_KINDS: Record<string, Kind> = {
   mirostat: "int", mirostat_tau: "float", mirostat_eta: "float", tfs_z: "float", low_vram: "bool",
   use_mlock: "bool", numa: "bool", f16_kv: "bool", vocab_only: "bool", logits_all: "bool",
   // lmd: speculative decoding (DRAFT <model> sets `draft`).
-  draft: "string", prompt_lookup: "bool", speculative: "bool", draft_p_min: "float",
+  draft: "string", prompt_lookup: "bool", speculative: "bool", draft_p_min: "float", draft_num_predict: "int",
 };
 
 /** In the order of Ollama's message for an unknown one. */

@@ -42,10 +42,13 @@ export async function resolveTarget(services: Services, name: string, options: M
   return { name, model, opts, keepAliveMs, draftPath: await draftPathOf(services, model) };
 }
 
-/** The file of the model's draft (`DRAFT` in its Modelfile, `draft` in its parameters); a missing one is a load error. */
+/**
+ * The file of the model's draft: a model named by its `draft` parameter (lmd's `DRAFT <model>`; a
+ * missing one is a load error), else its draft layer (Ollama's `DRAFT <file>`).
+ */
 async function draftPathOf(services: Services, model: ResolvedModel): Promise<string | undefined> {
   const draft = model.params.draft;
-  if (typeof draft !== "string" || draft === "") return undefined;
+  if (typeof draft !== "string" || draft === "") return model.draftLayerPath;
   try {
     return (await services.store.resolve(draft)).modelPath;
   } catch (err) {
@@ -67,7 +70,8 @@ export async function requireCompletion(services: Services, target: Target, endp
 /** Holds a slot of the target's model (loading it first if needed) while `run` works. */
 export async function withLease<T>(services: Services, ctx: RequestContext, target: Target, run: (lease: Lease) => Promise<T>): Promise<T> {
   const { opts } = target;
-  const speculation = { draftPath: target.draftPath, lookup: opts.promptLookup, ...(target.draftPath && opts.draftPMin !== undefined ? { minConfidence: opts.draftPMin } : {}) };
+  const draft = target.draftPath ? { ...(opts.draftPMin !== undefined ? { minConfidence: opts.draftPMin } : {}), ...(opts.draftNumPredict !== undefined ? { maxTokens: opts.draftNumPredict } : {}) } : {};
+  const speculation = { draftPath: target.draftPath, lookup: opts.promptLookup, ...draft };
   const lease = await services.scheduler.acquire(target.model, { keepAliveMs: target.keepAliveMs, numCtx: opts.numCtx, numGpu: opts.numGpu, speculation, signal: ctx.signal });
   try {
     return await run(lease);

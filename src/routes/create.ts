@@ -34,6 +34,7 @@ const REPLACED_BY: Partial<Record<keyof CreateRequest, string>> = {
   messages: MEDIA.messages,
   license: MEDIA.license,
   adapters: MEDIA.adapter,
+  draft_files: MEDIA.draft,
 };
 
 export function createRoutes(router: Router, services: Services): void {
@@ -45,7 +46,12 @@ async function create(ctx: RequestContext, { store, scheduler }: Services): Prom
   const input = modelField(body);
   parseModelName(input); // 400 for an invalid name before any work
   if (!body.from && !body.files) throw new BadRequestError("neither 'from' nor 'files' was specified");
+  // Ollama quantizes F16/F32 models on create; lmd has no quantizer (llama.cpp's llama-quantize does it beforehand).
+  for (const field of ["quantize", "draft_quantize"] as const) {
+    if (body[field]) throw new BadRequestError(`${field} '${printable(body[field])}' is not supported: lmd does not quantize models; quantize the GGUF with llama.cpp's llama-quantize and create from it`);
+  }
   checkParameters(body.parameters);
+  if (body.draft_files && (body.draft !== undefined || body.parameters?.draft !== undefined)) throw new BadRequestError("give the draft model either by name ('draft') or as a file ('draft_files'), not both");
   // lmd: a draft model for speculative decoding is kept as the parameter `draft`; it must exist.
   if (body.draft !== undefined) body.parameters = { ...body.parameters, draft: body.draft };
   const draft = body.parameters?.draft;
@@ -58,7 +64,7 @@ async function create(ctx: RequestContext, { store, scheduler }: Services): Prom
   // cannot be deleted under us, and two writers of one name cannot interleave.
   // Blobs named by digest are pinned from the start: a concurrent delete of another model that
   // shares them must not collect them between our check and our manifest.
-  const named = [...Object.values(body.files ?? {}), ...Object.values(body.adapters ?? {}), body.from ?? ""].filter(isDigest);
+  const named = [...Object.values(body.files ?? {}), ...Object.values(body.adapters ?? {}), ...Object.values(body.draft_files ?? {}), body.from ?? ""].filter(isDigest);
   const unpin = store.pin(named);
   try {
     await withNames(store, names, () => createLocked(ctx, body, input, { store, scheduler }));
@@ -78,6 +84,13 @@ async function createLocked(ctx: RequestContext, body: CreateRequest, input: str
     layers = [...base.manifest.layers];
     const params = layers.find((l) => l.mediaType === MEDIA.params);
     if (params) baseParams = JSON.parse(await store.readBlobText(params.digest)) as Record<string, unknown>;
+    // One draft at a time: a draft file replaces a draft named by the base's parameters, and a draft named replaces the base's file.
+    if (body.draft_files && baseParams.draft !== undefined) {
+      const { draft: _, ...rest } = baseParams;
+      baseParams = rest;
+      body.parameters ??= {};
+    }
+    if (body.parameters?.draft !== undefined) layers = layers.filter((l) => l.mediaType !== MEDIA.draft);
     // The base's renderer and parser carry over unless the request names its own (as Ollama's config does).
     const config = await store.config(base.manifest);
     renderer = body.renderer ?? config.renderer;
@@ -97,6 +110,13 @@ async function createLocked(ctx: RequestContext, body: CreateRequest, input: str
   }
   for (const [field, mediaType] of Object.entries(REPLACED_BY) as Array<[keyof CreateRequest, string]>) {
     if (body[field] !== undefined) layers = layers.filter((l) => l.mediaType !== mediaType);
+  }
+  const drafts = Object.entries(body.draft_files ?? {});
+  if (drafts.length > 1) throw new BadRequestError("more than one draft file given");
+  for (const [file, digest] of drafts) {
+    const { layer, meta } = await ggufLayer(store, file, digest, MEDIA.draft);
+    if (meta.metadata["general.architecture"] === "clip") throw new BadRequestError(`invalid draft '${printable(file)}': a projector, not a model`);
+    layers.push(layer);
   }
   const adapters = new Map<string, string>(); // digest → the name the client gave it, for messages
   for (const [file, digest] of Object.entries(body.adapters ?? {})) {

@@ -35,6 +35,8 @@ export interface ResolvedOptions {
   promptLookup: boolean;
   /** Draft tokens below this probability end a draft (a load setting). */
   draftPMin: number | undefined;
+  /** Draft tokens at most per step (a load setting); undefined = lmd's schedule. */
+  draftNumPredict: number | undefined;
 }
 
 /** Merges model defaults and request options; unknown keys are ignored and logged at debug. */
@@ -66,6 +68,7 @@ export function resolveOptions(modelParams: Record<string, unknown>, request: Mo
     numGpu: typeof o.num_gpu === "number" ? o.num_gpu : undefined,
     promptLookup: o.prompt_lookup === true,
     draftPMin: typeof o.draft_p_min === "number" ? o.draft_p_min : undefined,
+    draftNumPredict: typeof o.draft_num_predict === "number" && o.draft_num_predict > 0 ? o.draft_num_predict : undefined,
   };
 }
 

@@ -131,7 +131,8 @@ export async function runTemplateChat(lease: Lease, t: Template, call: TemplateC
   const parse: OnChunk = (text, lps) => emit(splitter.add(text), lps);
 
   if (!(call.grammar && thinks && (harmony || templateThinks(t)))) {
-    // Without a thought to come first, the grammar applies at once (harmony: to the final channel, opened here; lmd's choice where Ollama's output would be dropped as a header).
+    // No thought comes first: the grammar applies at once (harmony: to the final channel, opened
+    // here; lmd's choice, where Ollama's constrained text would be taken for a header and dropped).
     return finish(await run(harmony && grammar ? prompt + harmony.openFinal() : prompt, grammar, droppedTokens, parse, signal));
   }
   let thought = "";

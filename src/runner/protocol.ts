@@ -40,6 +40,8 @@ export interface SpeculationLoad {
   lookup: boolean;
   /** Draft tokens below this probability end a draft (llama-server's --draft-p-min); undefined = node-llama-cpp's 0.6. */
   minConfidence?: number | undefined;
+  /** Draft tokens at most per step (Ollama's `draft_num_predict`, llama-server's --spec-draft-n-max); undefined = 12. */
+  maxTokens?: number | undefined;
 }
 
 export interface SamplingSpec {

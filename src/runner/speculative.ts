@@ -270,7 +270,7 @@ export function slotPredictors(spec: SpeculationLoad, sequences: number, draft: 
     const draftSequence: LlamaContextSequence | undefined = draft?.context.getSequence();
     out.push(new SwitchablePredictor(
       spec.lookup ? new InputLookupTokenPredictor() : undefined,
-      draftSequence ? new ExactDraftPredictor(draftSequence, DRAFT_MAX_TOKENS, spec.minConfidence ?? DRAFT_P_MIN) : undefined,
+      draftSequence ? new ExactDraftPredictor(draftSequence, spec.maxTokens ?? DRAFT_MAX_TOKENS, spec.minConfidence ?? DRAFT_P_MIN) : undefined,
     ));
   }
   return out;

@@ -31,6 +31,8 @@ export const MEDIA = {
   adapter: "application/vnd.ollama.image.adapter",
   projector: "application/vnd.ollama.image.projector",
   messages: "application/vnd.ollama.image.messages",
+  /** A draft model for speculative decoding (Ollama's Modelfile `DRAFT <file>`). */
+  draft: "application/vnd.ollama.image.draft",
 } as const;
 
 export interface Layer {
@@ -59,6 +61,8 @@ export interface ResolvedModel {
   modelPath: string;
   /** Paths of the LoRA adapter layers, in manifest order: the runner applies them at load. */
   adapterPaths: string[];
+  /** Path of the draft model layer (Ollama's `DRAFT <file>`), if any. */
+  draftLayerPath: string | undefined;
   size: number;
   /** Options from the params layer (Modelfile PARAMETER lines). */
   params: Record<string, unknown>;
@@ -200,6 +204,8 @@ export class ModelStore {
     if (this.modelBlobs.size >= MANIFEST_CACHE_ENTRIES) this.modelBlobs.delete(this.modelBlobs.keys().next().value!);
     this.modelBlobs.set(key, modelLayer.digest);
     const adapterPaths = await Promise.all(manifest.layers.filter((l) => l.mediaType === MEDIA.adapter).map((l) => this.insideStore(this.blobPath(l.digest))));
+    const draftLayer = manifest.layers.find((l) => l.mediaType === MEDIA.draft);
+    const draftLayerPath = draftLayer ? await this.insideStore(this.blobPath(draftLayer.digest)) : undefined;
     const [params, template, system, messages, config] = await Promise.all([
       this.readLayerJson(manifest, MEDIA.params),
       this.readLayerText(manifest, MEDIA.template),
@@ -218,6 +224,7 @@ export class ModelStore {
       digest: modelLayer.digest,
       modelPath,
       adapterPaths,
+      draftLayerPath,
       size: manifest.layers.reduce((n, l) => n + l.size, 0),
       params: params ?? {},
       template,

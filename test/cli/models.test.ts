@@ -65,6 +65,20 @@ t.test("create from a Modelfile with a local GGUF, then show, cp, rm", async (t)
   t.match(missing.stderr, /^Error: model 'mine2' not found/);
 });
 
+t.test("DRAFT ./file.gguf in a Modelfile becomes the model's draft layer (Ollama's form); DRAFT <name> a model in the store", async (t) => {
+  const dir = t.testdir({ "Modelfile": "" });
+  await writeFile(path.join(dir, "draft.gguf"), gguf);
+  await writeFile(path.join(dir, "Modelfile"), "FROM mine\nDRAFT ./draft.gguf\nPARAMETER draft_num_predict 2\n");
+  const c = await lmd(url, ["create", "drafted", "-f", path.join(dir, "Modelfile")]);
+  t.equal(c.code, 0, c.stderr);
+  const mf = (await lmd(url, ["show", "drafted", "--modelfile"])).stdout;
+  t.match(mf, /^DRAFT \S+\/blobs\/sha256-[0-9a-f]{64}$/m, "a layer, shown as its blob");
+  t.match(mf, /^PARAMETER draft_num_predict 2$/m);
+  await writeFile(path.join(dir, "Modelfile"), "FROM mine\nDRAFT mine\n");
+  t.equal((await lmd(url, ["create", "named", "-f", path.join(dir, "Modelfile")])).code, 0);
+  t.match((await lmd(url, ["show", "named", "--modelfile"])).stdout, /^DRAFT mine$/m);
+});
+
 t.test("a Modelfile mistake is reported with its line, exit 1", async (t) => {
   const dir = t.testdir({ "Modelfile": "FROM tiny\nPARAMETER temprature 1\n" });
   const r = await lmd(url, ["create", "bad", "-f", path.join(dir, "Modelfile")]);

@@ -5,9 +5,12 @@
  * layers), so nearly every draft token is accepted; an unrelated draft is refuted but changes nothing,
  * and backs off (it is consulted on fewer and fewer steps).
  */
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
 import t from "tap";
 import { assertError } from "../helpers/assert-error.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
+import { testGguf } from "../helpers/models.js";
 
 // repeat_penalty 1 in every request: a draft proposes greedily without penalties (as llama.cpp's
 // drafts do), so with penalties the identity pair would disagree where a penalty moves the argmax.
@@ -73,4 +76,33 @@ t.test("a draft that is not in the store is refused at create", async (t) => {
   const { url } = await startDaemon(t);
   await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "tiny", draft: "nope", stream: false }), 404, "model 'nope' not found, try pulling it first");
   await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "tiny", parameters: { draft: "nope" }, stream: false }), 404, "model 'nope' not found, try pulling it first");
+});
+
+t.test("Ollama's DRAFT file: a draft layer from draft_files, shown as DRAFT, capped by draft_num_predict", async (t) => {
+  const { url } = await startDaemon(t, { env: { SERVICE_MAX_LOADED_MODELS: "1" }, models: [{ name: "target", make: { ...shape, identityLayers: 4 } }] });
+  const file = await readFile(await testGguf(shape));
+  const digest = `sha256:${createHash("sha256").update(file).digest("hex")}`;
+  t.equal((await fetch(`${url}/api/blobs/${digest}`, { method: "POST", body: file })).status, 201);
+  const res = await postJson(`${url}/api/create`, { model: "target-file", from: "target", draft_files: { "draft.gguf": digest }, parameters: { draft_p_min: 0 }, stream: false });
+  t.equal(res.status, 200, await res.text());
+
+  const plain = await greedy(url, "target");
+  const spec = await greedy(url, "target-file");
+  t.same(spec.context, plain.context, "the same tokens as plain greedy decoding");
+  t.ok((spec.draft_count ?? 0) >= spec.eval_count / 2, `the draft layer drafts (${spec.draft_count} draft tokens for ${spec.eval_count} generated)`);
+  // draft_num_predict 1: one draft token per step at most, where the pair's drafts grow to 12.
+  const capped = await greedy(url, "target-file", { draft_num_predict: 1 });
+  t.same(capped.context, plain.context);
+  t.ok((capped.draft_count ?? 0) > 0 && (capped.draft_count ?? 0) <= capped.eval_count, `at most one per generated token (${capped.draft_count} for ${capped.eval_count})`);
+  t.ok((capped.draft_count ?? 0) < (spec.draft_count ?? 0), "fewer than uncapped");
+
+  const show = (await (await postJson(`${url}/api/show`, { model: "target-file" })).json()) as { modelfile: string; parameters: string };
+  t.match(show.modelfile, new RegExp(`\\nDRAFT \\S+${digest.replace(":", "-")}\\n`), "shown as Ollama shows it: DRAFT and the layer's blob");
+  t.notMatch(show.parameters, /draft /, "not a parameter");
+  // A draft named later replaces the file; a file and a name at once, and quantizing, are refused.
+  t.equal((await postJson(`${url}/api/create`, { model: "target-named", from: "target-file", draft: "target", stream: false })).status, 200);
+  t.notMatch(((await (await postJson(`${url}/api/show`, { model: "target-named" })).json()) as { modelfile: string }).modelfile, digest.replace(":", "-"));
+  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", draft: "target", draft_files: { "draft.gguf": digest } }), 400, "give the draft model either by name ('draft') or as a file ('draft_files'), not both");
+  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", quantize: "q4_K_M" }), 400, "quantize 'q4_K_M' is not supported: lmd does not quantize models; quantize the GGUF with llama.cpp's llama-quantize and create from it");
+  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", draft_files: { "draft.gguf": digest }, draft_quantize: "q8_0" }), 400, "draft_quantize 'q8_0' is not supported: lmd does not quantize models; quantize the GGUF with llama.cpp's llama-quantize and create from it");
 });
