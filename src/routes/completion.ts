@@ -72,7 +72,7 @@ export async function withLease<T>(services: Services, ctx: RequestContext, targ
   const { opts } = target;
   const draft = target.draftPath ? { ...(opts.draftPMin !== undefined ? { minConfidence: opts.draftPMin } : {}), ...(opts.draftNumPredict !== undefined ? { maxTokens: opts.draftNumPredict } : {}) } : {};
   const speculation = { draftPath: target.draftPath, lookup: opts.promptLookup, ...draft };
-  const lease = await services.scheduler.acquire(target.model, { keepAliveMs: target.keepAliveMs, numCtx: opts.numCtx, numGpu: opts.numGpu, speculation, signal: ctx.signal });
+  const lease = await services.scheduler.acquire(target.model, { keepAliveMs: target.keepAliveMs, numCtx: opts.numCtx, numGpu: opts.numGpu, numThread: opts.numThread, numBatch: opts.numBatch, useMmap: opts.useMmap, speculation, signal: ctx.signal });
   try {
     return await run(lease);
   } finally {

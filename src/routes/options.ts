@@ -31,6 +31,10 @@ export interface ResolvedOptions {
   stop: string[];
   numCtx: number | undefined;
   numGpu: number | undefined;
+  /** Load settings, as Ollama's runner options: CPU threads (0: chosen by lmd), prompt batch size, memory-mapped weights. */
+  numThread: number | undefined;
+  numBatch: number | undefined;
+  useMmap: boolean | undefined;
   /** Load with prompt-lookup speculative decoding (a load setting, like num_ctx). */
   promptLookup: boolean;
   /** Draft tokens below this probability end a draft (a load setting). */
@@ -66,6 +70,9 @@ export function resolveOptions(modelParams: Record<string, unknown>, request: Mo
     stop: stop.filter((s) => s !== ""),
     numCtx: typeof o.num_ctx === "number" ? o.num_ctx : undefined,
     numGpu: typeof o.num_gpu === "number" ? o.num_gpu : undefined,
+    numThread: typeof o.num_thread === "number" && o.num_thread > 0 ? o.num_thread : undefined,
+    numBatch: typeof o.num_batch === "number" ? o.num_batch : undefined,
+    useMmap: typeof o.use_mmap === "boolean" ? o.use_mmap : undefined,
     promptLookup: o.prompt_lookup === true,
     draftPMin: typeof o.draft_p_min === "number" ? o.draft_p_min : undefined,
     draftNumPredict: typeof o.draft_num_predict === "number" && o.draft_num_predict > 0 ? o.draft_num_predict : undefined,

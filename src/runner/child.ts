@@ -116,6 +116,7 @@ async function load(requested: LoadSpec): Promise<void> {
     model = await llama.loadModel({
       modelPath: spec.path,
       ...(gpuLayers === undefined ? {} : { gpuLayers }),
+      ...(spec.useMmap === undefined ? {} : { useMmap: spec.useMmap }),
       onLoadProgress: (fraction) => send({ type: "progress", fraction }),
     });
   } catch (err) {
@@ -178,6 +179,7 @@ async function load(requested: LoadSpec): Promise<void> {
       gpu: llama.gpu,
       gpuLayers: model.gpuLayers,
       threads: spec.threads,
+      batchSize: context.batchSize,
       binary: llama.buildType,
       threadpool: readFileSync("/proc/self/maps", "utf8").includes("/lmd-threadpool.so") ? "persistent" : "per-decode",
       hasChatTemplate: typeof model.fileInfo.metadata.tokenizer?.chat_template === "string",

@@ -22,8 +22,10 @@ export interface LoadSpec {
   gpu: RunnerGpu;
   /** Layers to offload; undefined = node-llama-cpp's "auto". */
   gpuLayers?: number | undefined;
-  /** Batch size for prompt evaluation; undefined = node-llama-cpp's default. */
+  /** Batch size for prompt evaluation (num_batch); undefined = node-llama-cpp's default. */
   batchSize?: number | undefined;
+  /** Memory-map the weights (use_mmap); undefined = node-llama-cpp's default (mapped where supported). */
+  useMmap?: boolean | undefined;
   /** LoRA adapter GGUFs (absolute paths in the store) applied to every context of the model, scale 1. */
   lora?: string[] | undefined;
   /** Speculative decoding: a draft model's file and/or prompt lookup (runner/speculative.ts). */
@@ -213,7 +215,10 @@ export interface RunnerInfo {
   vramBytes: number;
   gpu: string | false;
   gpuLayers: number;
+  /** CPU threads the load started with (SERVICE_THREADS, num_thread, or the free-core rule's choice). */
   threads: number;
+  /** The context's prompt batch size (num_batch). */
+  batchSize: number;
   /** Which llama.cpp binary node-llama-cpp loaded: its prebuilt one, or one built here from source. */
   binary: "prebuilt" | "localBuild";
   /** "persistent": the threadpool library is loaded (contexts of 2+ threads reuse one pool's threads); "per-decode": node-llama-cpp alone. */

@@ -55,6 +55,10 @@ export interface AcquireOptions {
   numCtx?: number | undefined;
   /** GPU layers requested (num_gpu). */
   numGpu?: number | undefined;
+  /** CPU threads (num_thread; over SERVICE_THREADS and the free-core rule), prompt batch (num_batch), mmap (use_mmap). */
+  numThread?: number | undefined;
+  numBatch?: number | undefined;
+  useMmap?: boolean | undefined;
   /** Speculative decoding for the load: the draft model's file (Modelfile DRAFT), prompt lookup. */
   speculation?: SpeculationLoad | undefined;
   signal?: AbortSignal | undefined;
@@ -105,6 +109,9 @@ export interface LoadedModelInfo {
   queued: number;
   /** Parallel slots of this load. */
   numParallel: number;
+  /** CPU threads it was loaded with, and its prompt batch size. */
+  threads: number;
+  batchSize: number;
   /** What the policy file says about this model, if anything. */
   policy: ModelPolicy | undefined;
 }
@@ -198,6 +205,8 @@ export class Scheduler {
         pid: e.runner.pid,
         queued: this.waiting.filter((w) => w.model.key === e.model.key).length,
         numParallel: e.spec.sequences,
+        threads: e.runner.info.threads,
+        batchSize: e.runner.info.batchSize,
         policy: this.policyFor(e.model.key),
       }));
   }
@@ -353,13 +362,18 @@ export class Scheduler {
     const policy = this.policyFor(model.key);
     const numCtx = options.numCtx ?? policy?.numCtx ?? numberParam(model.params.num_ctx) ?? this.options.defaultContextLength;
     const numGpu = options.numGpu ?? numberParam(model.params.num_gpu);
+    const numThread = options.numThread ?? numberParam(model.params.num_thread);
+    const numBatch = options.numBatch ?? numberParam(model.params.num_batch);
+    const useMmap = options.useMmap ?? (typeof model.params.use_mmap === "boolean" ? model.params.use_mmap : undefined);
     return {
       path: model.modelPath,
       contextSize: numCtx,
       sequences: policy?.numParallel ?? this.options.numParallel,
-      threads: this.options.threads ?? 0,
+      threads: numThread !== undefined && numThread > 0 ? numThread : (this.options.threads ?? 0),
       gpu: this.options.gpu,
       gpuLayers: numGpu !== undefined && numGpu >= 0 ? numGpu : undefined,
+      ...(numBatch !== undefined ? { batchSize: numBatch } : {}),
+      ...(useMmap !== undefined ? { useMmap } : {}),
       speculation: options.speculation?.draftPath || options.speculation?.lookup ? options.speculation : undefined,
       ...(model.adapterPaths?.length ? { lora: model.adapterPaths } : {}),
       ...(this.options.streamIntervalMs !== undefined ? { streamIntervalMs: this.options.streamIntervalMs } : {}),
@@ -370,6 +384,7 @@ export class Scheduler {
     const wanted = this.specFor(model, options);
     // Adapters and speculation too: a runner keeps what it was loaded with.
     return wanted.contextSize === spec.contextSize && wanted.gpuLayers === spec.gpuLayers && wanted.sequences === spec.sequences &&
+      wanted.threads === spec.threads && wanted.batchSize === spec.batchSize && wanted.useMmap === spec.useMmap &&
       (wanted.lora ?? []).join("\n") === (spec.lora ?? []).join("\n") &&
       JSON.stringify(wanted.speculation ?? null) === JSON.stringify(spec.speculation ?? null);
   }
