@@ -7,8 +7,9 @@
  * content at `</think>`); `thinking` for the gpt-oss family (config `model_family` `gptoss` or
  * `gpt-oss`, whatever the template) and `tools` and `thinking` for a config that names the
  * `harmony` parser (template/harmony.ts); `vision` with a projector layer. A model whose config
- * names a renderer is judged by its GGUF's template, the one lmd renders it with (store.goTemplateOf). lmd's own word
- * `reranking` replaces `embedding` for a reranker (its pooled output is a score).
+ * names a renderer is judged by its GGUF's template, the one lmd renders it with
+ * (store.goTemplateOf). lmd's own word `reranking` replaces `embedding` for a reranker (its pooled
+ * output is a score).
  */
 import type { Capability } from "../api/model-types.js";
 import type { GgufMetadata } from "../gguf/gguf.js";
