@@ -9,6 +9,7 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import t from "tap";
 import { assertError } from "../helpers/assert-error.js";
+import { buildGguf, kv } from "../helpers/crafted-gguf.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
 import { testGguf } from "../helpers/models.js";
 
@@ -105,4 +106,11 @@ t.test("Ollama's DRAFT file: a draft layer from draft_files, shown as DRAFT, cap
   await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", draft: "target", draft_files: { "draft.gguf": digest } }), 400, "give the draft model either by name ('draft') or as a file ('draft_files'), not both");
   await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", quantize: "q4_K_M" }), 400, "quantize 'q4_K_M' is not supported: lmd does not quantize models; quantize the GGUF with llama.cpp's llama-quantize and create from it");
   await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", draft_files: { "draft.gguf": digest }, draft_quantize: "q8_0" }), 400, "draft_quantize 'q8_0' is not supported: lmd does not quantize models; quantize the GGUF with llama.cpp's llama-quantize and create from it");
+  // Two draft files, and a projector (a CLIP GGUF) given as the draft: refused, nothing written.
+  const clip = buildGguf({ kvs: [kv.str("general.architecture", "clip"), kv.str("general.name", "mmproj"), kv.u32("general.alignment", 32)] });
+  const clipDigest = `sha256:${createHash("sha256").update(clip).digest("hex")}`;
+  t.equal((await fetch(`${url}/api/blobs/${clipDigest}`, { method: "POST", body: clip })).status, 201);
+  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", draft_files: { "a.gguf": digest, "b.gguf": digest }, stream: false }), 400, "more than one draft file given");
+  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", draft_files: { "mmproj.gguf": clipDigest }, stream: false }), 400, "invalid draft 'mmproj.gguf': a projector, not a model");
+  t.equal((await postJson(`${url}/api/show`, { model: "x" })).status, 404, "no model was written");
 });
