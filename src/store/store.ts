@@ -203,9 +203,12 @@ export class ModelStore {
     this.modelBlobs.delete(key);
     if (this.modelBlobs.size >= MANIFEST_CACHE_ENTRIES) this.modelBlobs.delete(this.modelBlobs.keys().next().value!);
     this.modelBlobs.set(key, modelLayer.digest);
-    const adapterPaths = await Promise.all(manifest.layers.filter((l) => l.mediaType === MEDIA.adapter).map((l) => this.insideStore(this.blobPath(l.digest))));
+    // The adapters' and the draft's paths in one round of file-system requests.
     const draftLayer = manifest.layers.find((l) => l.mediaType === MEDIA.draft);
-    const draftLayerPath = draftLayer ? await this.insideStore(this.blobPath(draftLayer.digest)) : undefined;
+    const [draftLayerPath, ...adapterPaths] = await Promise.all([
+      draftLayer ? this.insideStore(this.blobPath(draftLayer.digest)) : undefined,
+      ...manifest.layers.filter((l) => l.mediaType === MEDIA.adapter).map((l) => this.insideStore(this.blobPath(l.digest))),
+    ]);
     const [params, template, system, messages, config] = await Promise.all([
       this.readLayerJson(manifest, MEDIA.params),
       this.readLayerText(manifest, MEDIA.template),
