@@ -90,6 +90,8 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
     loadTimeoutMs: config.loadTimeoutMs,
     renderTimeoutMs: config.renderTimeoutMs,
     streamIntervalMs: config.streamIntervalMs,
+    kvCacheType: config.kvCacheType,
+    flashAttention: config.flashAttention,
     ...(deps.startRunner ? { startRunner: deps.startRunner } : {}),
     onJobStats: metrics.onJobStats,
     policy: () => policy,

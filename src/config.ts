@@ -58,7 +58,14 @@ export interface Config {
   maxPredict: number;
   /** How long a stream's output after its first token is gathered in its runner before it is written; 0 = each token at once. */
   streamIntervalMs: number;
+  /** The KV cache's element type for every model the policy file does not say otherwise for. */
+  kvCacheType: KvCacheType;
+  /** Flash attention: "auto", on or off; a quantized KV cache turns "auto" on. */
+  flashAttention: FlashAttention;
 }
+
+export type KvCacheType = "f16" | "q8_0" | "q4_0";
+export type FlashAttention = "auto" | boolean;
 
 /** Every variable with its default and meaning; docs/configuration.md and the env file are checked against it. */
 export const VARIABLES = {
@@ -83,6 +90,8 @@ export const VARIABLES = {
   SERVICE_MAX_PREDICT: { default: "0", meaning: "server-side cap on generated tokens per request; 0 = 4 x the request's context length; num_predict below it still wins" },
   SERVICE_MODELS_CONFIG: { default: "", meaning: "per-model policy file (YAML or JSON): num_parallel, num_ctx, keep_alive, pinned, preload, options; re-read on SIGHUP" },
   SERVICE_STREAM_INTERVAL: { default: "10ms", meaning: "how long a stream's tokens after its first are gathered before they are written: fewer writes and wake-ups per token; 0 = each token at once; at most 1s" },
+  SERVICE_KV_CACHE_TYPE: { default: "f16", meaning: "element type of the KV cache: f16, q8_0 (about half the memory) or q4_0 (about a quarter); a quantized cache needs flash attention" },
+  SERVICE_FLASH_ATTENTION: { default: "auto", meaning: "flash attention: auto (on where the model and backend support it), or a boolean; q8_0 and q4_0 caches turn auto on" },
   SERVICE_TRUNCATE: { default: "true", meaning: "default of truncate on /api/generate, /api/chat and /v1: true drops the oldest turns of a prompt longer than the context, false answers 400 (1/0/true/false/yes/no/on/off)" },
 } as const;
 
@@ -115,6 +124,8 @@ const schema = {
     SERVICE_MODELS_CONFIG: { type: "string" },
     SERVICE_STREAM_INTERVAL: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_STREAM_INTERVAL.default },
     SERVICE_TRUNCATE: { type: "string", default: "true" },
+    SERVICE_KV_CACHE_TYPE: { type: "string", enum: ["f16", "q8_0", "q4_0"], default: "f16" },
+    SERVICE_FLASH_ATTENTION: { type: "string", default: "auto" },
   },
 } as const;
 
@@ -141,6 +152,8 @@ interface RawEnv {
   SERVICE_MODELS_CONFIG?: string;
   SERVICE_STREAM_INTERVAL: string;
   SERVICE_TRUNCATE: string;
+  SERVICE_KV_CACHE_TYPE: string;
+  SERVICE_FLASH_ATTENTION: string;
 }
 
 /** Reads and checks the configuration from `env` (never from `process.env` directly). */
@@ -152,6 +165,7 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
     const value = env[name];
     if (value !== undefined && value.trim() !== "") data[name] = value.trim();
   }
+  if (data.SERVICE_KV_CACHE_TYPE !== undefined) data.SERVICE_KV_CACHE_TYPE = data.SERVICE_KV_CACHE_TYPE.toLowerCase();
   // SERVICE_GPU is also a boolean: `0`, `no`, `off` mean CPU only, `1`, `yes`, `on` mean auto.
   if (data.SERVICE_GPU !== undefined && parseBoolean(data.SERVICE_GPU) !== undefined) data.SERVICE_GPU = parseBoolean(data.SERVICE_GPU) ? "auto" : "false";
   let raw: RawEnv;
@@ -185,7 +199,26 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
     truncate: booleanOf("SERVICE_TRUNCATE", raw.SERVICE_TRUNCATE),
     maxPredict: raw.SERVICE_MAX_PREDICT,
     streamIntervalMs: atMost("SERVICE_STREAM_INTERVAL", 1000, "1s", nonNegative("SERVICE_STREAM_INTERVAL", durationOf("SERVICE_STREAM_INTERVAL", raw.SERVICE_STREAM_INTERVAL))),
+    ...cacheSettings(raw),
   });
+}
+
+/** The KV cache's type and flash attention; a quantized cache with flash attention off cannot load. */
+function cacheSettings(raw: RawEnv): { kvCacheType: KvCacheType; flashAttention: FlashAttention } {
+  const kvCacheType = raw.SERVICE_KV_CACHE_TYPE as KvCacheType;
+  const fa = raw.SERVICE_FLASH_ATTENTION.toLowerCase();
+  const flashAttention: FlashAttention = fa === "auto" ? "auto" : booleanOf("SERVICE_FLASH_ATTENTION", fa);
+  return resolveCacheSettings(kvCacheType, flashAttention, (problem) => new ConfigError("SERVICE_FLASH_ATTENTION", problem));
+}
+
+/**
+ * llama.cpp quantizes the V cache only with flash attention: a quantized type turns "auto" on, and
+ * an explicit off is refused (`fail` makes the error of whoever asked: the environment or the policy file).
+ */
+export function resolveCacheSettings(kvCacheType: KvCacheType, flashAttention: FlashAttention, fail: (problem: string) => Error): { kvCacheType: KvCacheType; flashAttention: FlashAttention } {
+  if (kvCacheType === "f16") return { kvCacheType, flashAttention };
+  if (flashAttention === false) throw fail(`a ${kvCacheType} KV cache needs flash attention; turn it on (or auto) or use f16`);
+  return { kvCacheType, flashAttention: true };
 }
 
 // --- Ollama's variable names, booleans, `~` (issue 14) -------------------------------------------
@@ -205,6 +238,8 @@ export const ALIASES: Readonly<Record<string, { variable: string; value?: (v: st
   OLLAMA_CONTEXT_LENGTH: { variable: "SERVICE_CONTEXT_LENGTH" },
   OLLAMA_ORIGINS: { variable: "SERVICE_ORIGINS" },
   OLLAMA_LOAD_TIMEOUT: { variable: "SERVICE_LOAD_TIMEOUT" },
+  OLLAMA_KV_CACHE_TYPE: { variable: "SERVICE_KV_CACHE_TYPE" },
+  OLLAMA_FLASH_ATTENTION: { variable: "SERVICE_FLASH_ATTENTION" },
   // Ollama reads OLLAMA_DEBUG=1 (or 2 for trace) as "more logging".
   OLLAMA_DEBUG: { variable: "SERVICE_LOG_LEVEL", value: (v) => (v.trim() === "2" ? "trace" : parseBoolean(v) === true ? "debug" : undefined) },
 };

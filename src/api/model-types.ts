@@ -135,6 +135,9 @@ export interface RunningModel {
   /** lmd: parallel slots of this load, requests waiting for one, and the policy file's entry (if any). */
   num_parallel: number;
   queued: number;
+  /** lmd: the KV cache's element type and the flash-attention setting of this load. */
+  kv_cache_type: "f16" | "q8_0" | "q4_0";
+  flash_attention: "auto" | boolean;
   policy?: ModelPolicyView;
 }
 
@@ -147,6 +150,8 @@ export interface ModelPolicyView {
   pinned: boolean;
   preload: boolean;
   options: Record<string, unknown>;
+  kv_cache_type?: "f16" | "q8_0" | "q4_0";
+  flash_attention?: "auto" | boolean;
 }
 
 export interface PsResponse {

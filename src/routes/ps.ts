@@ -38,6 +38,8 @@ async function ps(ctx: RequestContext, { store, scheduler }: Services): Promise<
       context_length: m.contextLength,
       num_parallel: m.numParallel,
       queued: m.queued,
+      kv_cache_type: m.kvCacheType,
+      flash_attention: m.flashAttention,
       ...(m.policy ? { policy: policyView(m.policy) } : {}),
     });
   }
@@ -52,5 +54,7 @@ function policyView(p: ModelPolicy): ModelPolicyView {
     pinned: p.pinned,
     preload: p.preload,
     options: p.options,
+    ...(p.kvCacheType !== undefined ? { kv_cache_type: p.kvCacheType } : {}),
+    ...(p.flashAttention !== undefined ? { flash_attention: p.flashAttention } : {}),
   };
 }

@@ -15,6 +15,7 @@ import {
   LlamaCompletion,
   type Llama,
   type LlamaContext,
+  type LlamaContextOptions,
   type LlamaGrammar,
   type LlamaModel,
   type LlamaText,
@@ -93,8 +94,13 @@ async function load(requested: LoadSpec): Promise<void> {
     usable = chosen.usable;
   }
   let llama: Llama;
+  /** llama.cpp's last error line: the reason behind a failure node-llama-cpp reports without one. */
+  let lastEngineError = "";
   try {
-    llama = await openLlama(spec.gpu, log);
+    llama = await openLlama(spec.gpu, (level, message) => {
+      if (level === "error") lastEngineError = message.replace(/^llama\.cpp: /, "");
+      log(level, message);
+    });
   } catch (err) {
     send({ type: "load-failed", kind: "other", message: `no usable llama.cpp backend: ${clientSafe(err)}` });
     return;
@@ -133,11 +139,17 @@ async function load(requested: LoadSpec): Promise<void> {
       threads: spec.threads,
       ...(spec.batchSize === undefined ? {} : { batchSize: spec.batchSize }),
       ...(spec.lora?.length ? { lora: { adapters: spec.lora.map((filePath) => ({ filePath })) } } : {}),
+      ...cacheOptions(spec),
     });
   } catch (err) {
     await model.dispose().catch(() => undefined);
     const kind: RunnerFailureKind = err instanceof InsufficientMemoryError ? "memory" : "other";
-    send({ type: "load-failed", kind, message: clientSafe(err, spec.path) });
+    // A KV-cache type or flash-attention setting the model or backend cannot take fails here: say
+    // which, with llama.cpp's reason (node-llama-cpp's error only says the context failed).
+    const quantized = spec.kvCacheType !== undefined && spec.kvCacheType !== "f16";
+    const reason = quantized && lastEngineError ? `: ${clientSafe(new Error(lastEngineError), spec.path)}` : "";
+    const settings = quantized ? ` (kv cache type ${spec.kvCacheType}, flash attention ${String(spec.flashAttention ?? "auto")}${reason})` : "";
+    send({ type: "load-failed", kind, message: `${clientSafe(err, spec.path)}${settings}` });
     return;
   }
   let draft: DraftResources | undefined;
@@ -190,6 +202,15 @@ async function load(requested: LoadSpec): Promise<void> {
   });
 }
 
+/** The context options of the KV cache's type and flash attention (the draft's context shares them). */
+function cacheOptions(spec: LoadSpec): Pick<LlamaContextOptions, "flashAttention" | "experimentalKvCacheKeyType" | "experimentalKvCacheValueType"> {
+  const type = spec.kvCacheType === "q8_0" ? "Q8_0" : spec.kvCacheType === "q4_0" ? "Q4_0" : undefined;
+  return {
+    ...(spec.flashAttention === undefined ? {} : { flashAttention: spec.flashAttention }),
+    ...(type ? { experimentalKvCacheKeyType: type, experimentalKvCacheValueType: type } : {}),
+  };
+}
+
 /** Threads chosen at load follow the load while jobs run (runner/threads.ts): the contexts change between two decodes. */
 function governThreads(l: Loaded, usable: number, threads: number): ThreadGovernor {
   const contexts = [l.context, l.draft?.context].filter((c) => c !== undefined);
@@ -208,7 +229,7 @@ function governThreads(l: Loaded, usable: number, threads: number): ThreadGovern
 async function loadDraft(llama: Llama, draftPath: string, contextSize: number, spec: LoadSpec): Promise<DraftResources> {
   const model = await llama.loadModel({ modelPath: draftPath });
   try {
-    const context = await model.createContext({ contextSize, sequences: spec.sequences, threads: spec.threads });
+    const context = await model.createContext({ contextSize, sequences: spec.sequences, threads: spec.threads, ...cacheOptions(spec) });
     return { model, context };
   } catch (err) {
     await model.dispose().catch(() => undefined);

@@ -5,7 +5,7 @@
  * decides (after evicting idle models if that makes room) whether the load may go ahead. The
  * estimate does not allocate the model or the context: `GgufInsights` simulates them.
  */
-import { GgufInsights, readGgufFileInfo, type Llama } from "node-llama-cpp";
+import { GgmlType, GgufInsights, readGgufFileInfo, type Llama } from "node-llama-cpp";
 import type { LoadSpec, MemoryEstimate } from "./protocol.js";
 
 /** Estimates RAM and VRAM for `spec`; resolves `gpuLayers` "auto" the way node-llama-cpp would. */
@@ -20,6 +20,8 @@ export async function estimateLoad(llama: Llama, spec: LoadSpec): Promise<Memory
     modelGpuLayers: gpuLayers,
     sequences: spec.sequences,
     ...(spec.batchSize === undefined ? {} : { batchSize: spec.batchSize }),
+    ...(spec.flashAttention === undefined ? {} : { flashAttention: spec.flashAttention }),
+    ...(kvType(spec) === undefined ? {} : { kvCacheKeyType: kvType(spec), kvCacheValueType: kvType(spec) }),
   });
   const vram = llama.gpu === false ? { free: 0, total: 0 } : await llama.getVramState();
   return {
@@ -41,4 +43,11 @@ async function resolveGpuLayers(llama: Llama, insights: GgufInsights, spec: Load
     // Nothing fits in VRAM: the model runs on the CPU, and the RAM check decides.
     return 0;
   }
+}
+
+/** The KV cache's element type as node-llama-cpp's estimate names it; undefined = its default (f16). */
+function kvType(spec: LoadSpec): GgmlType | undefined {
+  if (spec.kvCacheType === "q8_0") return GgmlType.Q8_0;
+  if (spec.kvCacheType === "q4_0") return GgmlType.Q4_0;
+  return undefined;
 }

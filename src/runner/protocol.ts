@@ -10,6 +10,12 @@
 /** GPU backend choice as CONTRACT §2 spells it. */
 export type RunnerGpu = "auto" | "cuda" | "vulkan" | false;
 
+/** Element type of the KV cache: f16, or quantized to roughly half (q8_0) or a quarter (q4_0) of its size. */
+export type KvCacheType = "f16" | "q8_0" | "q4_0";
+
+/** Flash attention: on, off, or "auto" (on where the model and the backend support it). */
+export type FlashAttention = "auto" | boolean;
+
 export interface LoadSpec {
   /** Absolute path of the GGUF blob inside the store. */
   path: string;
@@ -30,6 +36,10 @@ export interface LoadSpec {
   lora?: string[] | undefined;
   /** Speculative decoding: a draft model's file and/or prompt lookup (runner/speculative.ts). */
   speculation?: SpeculationLoad | undefined;
+  /** The KV cache's type (SERVICE_KV_CACHE_TYPE, a policy's kv_cache_type); undefined = f16. A quantized cache needs flash attention. */
+  kvCacheType?: KvCacheType | undefined;
+  /** SERVICE_FLASH_ATTENTION, a policy's flash_attention; undefined = "auto". */
+  flashAttention?: FlashAttention | undefined;
   /** SERVICE_STREAM_INTERVAL: how long a job's output after its first is gathered before it is written (child.ts); 0 = at once; undefined = 10 ms. */
   streamIntervalMs?: number | undefined;
 }

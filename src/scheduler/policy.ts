@@ -21,6 +21,7 @@ import { Ajv } from "ajv";
 import { parse as parseYaml } from "yaml";
 import { nameKey, parseModelName } from "../store/names.js";
 import { parseDuration } from "../units.js";
+import { resolveCacheSettings, type FlashAttention, type KvCacheType } from "../config.js";
 
 /** What the policy says about one model (every field optional). */
 export interface ModelPolicy {
@@ -34,6 +35,9 @@ export interface ModelPolicy {
   preload: boolean;
   /** Default options, between the model's own PARAMETERs and the request's `options`. */
   options: Record<string, unknown>;
+  /** The KV cache's type and flash attention for this model, over SERVICE_KV_CACHE_TYPE and SERVICE_FLASH_ATTENTION. */
+  kvCacheType?: KvCacheType;
+  flashAttention?: FlashAttention;
 }
 
 /** The policy file read into model keys; empty when no file is configured. */
@@ -75,6 +79,8 @@ const validate = ajv.compile({
           pinned: { type: "boolean" },
           preload: { type: "boolean" },
           options: { type: "object" },
+          kv_cache_type: { enum: ["f16", "q8_0", "q4_0"] },
+          flash_attention: { enum: ["auto", true, false] },
         },
       },
     },
@@ -88,6 +94,8 @@ interface RawPolicy {
   pinned?: boolean;
   preload?: boolean;
   options?: Record<string, unknown>;
+  kv_cache_type?: KvCacheType;
+  flash_attention?: FlashAttention;
 }
 
 /** Reads and checks the policy file; throws an Error whose message says what is wrong and where. */
@@ -121,6 +129,12 @@ export async function readPolicyFile(file: string): Promise<PolicyTable> {
       const ms = parseDuration(raw.keep_alive);
       if (ms === undefined) throw new Error(`${file}: /models/${name}/keep_alive '${String(raw.keep_alive)}' is not a duration`);
       policy.keepAliveMs = Math.round(ms);
+    }
+    if (raw.kv_cache_type !== undefined || raw.flash_attention !== undefined) {
+      const fail = (problem: string): Error => new Error(`${file}: /models/${name}: ${problem}`);
+      const settings = resolveCacheSettings(raw.kv_cache_type ?? "f16", raw.flash_attention ?? "auto", fail);
+      if (raw.kv_cache_type !== undefined) policy.kvCacheType = settings.kvCacheType;
+      if (raw.flash_attention !== undefined || settings.kvCacheType !== "f16") policy.flashAttention = settings.flashAttention;
     }
     byKey.set(key, policy);
   }

@@ -18,7 +18,7 @@
 import type { Logger } from "pino";
 import { ServiceBusyError, ShuttingDownError } from "../errors.js";
 import type { ResolvedModel } from "../store/store.js";
-import type { LoadSpec, MemoryEstimate, RunnerGpu, SpeculationLoad } from "../runner/protocol.js";
+import type { FlashAttention, KvCacheType, LoadSpec, MemoryEstimate, RunnerGpu, SpeculationLoad } from "../runner/protocol.js";
 import { Runner, type JobStats, type RunnerOptions } from "../runner/client.js";
 import { keepAliveOrForever, MAX_TIMER_MS } from "../units.js";
 import { availableRam, notEnoughMemory, shortfall, type Room } from "./memory.js";
@@ -40,6 +40,9 @@ export interface SchedulerOptions {
   renderTimeoutMs?: number | undefined;
   /** SERVICE_STREAM_INTERVAL, passed to each runner in its load spec; undefined = the runner's default. */
   streamIntervalMs?: number | undefined;
+  /** SERVICE_KV_CACHE_TYPE and SERVICE_FLASH_ATTENTION: the defaults a model's policy may override. */
+  kvCacheType?: KvCacheType | undefined;
+  flashAttention?: FlashAttention | undefined;
   /** Starts a runner; tests may replace it. `hooks` carry the memory check and the load's cancellation. */
   startRunner?: (spec: LoadSpec, model: ResolvedModel, hooks?: Pick<RunnerOptions, "admit" | "signal">) => Promise<Runner>;
   /** Called with each finished job's token counts and timings (metrics). */
@@ -112,6 +115,9 @@ export interface LoadedModelInfo {
   /** CPU threads it was loaded with, and its prompt batch size. */
   threads: number;
   batchSize: number;
+  /** The KV cache's type and the flash-attention setting it was loaded with. */
+  kvCacheType: KvCacheType;
+  flashAttention: FlashAttention;
   /** What the policy file says about this model, if anything. */
   policy: ModelPolicy | undefined;
 }
@@ -120,6 +126,8 @@ export class Scheduler {
   private readonly loaded = new Map<string, Loaded>();
   private readonly waiting: Waiter[] = [];
   private loading: { key: string; promise: Promise<void>; abort?: AbortController } | undefined;
+  /** Models whose capped context length has been logged. */
+  private readonly capNoted = new Set<string>();
   /** A runner reported a GPU: the automatic `maxLoaded` becomes 3. */
   private gpuSeen = false;
   /** Shutting down: readiness says so and preloads stop; requests already received are still served. */
@@ -207,6 +215,8 @@ export class Scheduler {
         numParallel: e.spec.sequences,
         threads: e.runner.info.threads,
         batchSize: e.runner.info.batchSize,
+        kvCacheType: e.spec.kvCacheType ?? "f16",
+        flashAttention: e.spec.flashAttention ?? "auto",
         policy: this.policyFor(e.model.key),
       }));
   }
@@ -282,7 +292,7 @@ export class Scheduler {
   private tryGrant(model: ResolvedModel, options: AcquireOptions, queuedAt: bigint, loadNs = 0): Lease | undefined {
     const entry = this.loaded.get(model.key);
     if (!entry || !entry.runner.alive || entry.model.digest !== model.digest) return undefined;
-    if (!this.specMatches(entry.spec, model, options)) return undefined;
+    if (!this.specMatches(entry, model, options)) return undefined;
     if (entry.active >= entry.spec.sequences) return undefined;
     entry.active++;
     entry.lastUsed = ++this.useCounter;
@@ -377,14 +387,39 @@ export class Scheduler {
       speculation: options.speculation?.draftPath || options.speculation?.lookup ? options.speculation : undefined,
       ...(model.adapterPaths?.length ? { lora: model.adapterPaths } : {}),
       ...(this.options.streamIntervalMs !== undefined ? { streamIntervalMs: this.options.streamIntervalMs } : {}),
+      ...this.cacheFor(policy),
     };
   }
 
-  private specMatches(spec: LoadSpec, model: ResolvedModel, options: AcquireOptions): boolean {
+  /** Says once per model that a requested context was capped to what the model was trained for. */
+  private noteCap(model: ResolvedModel, spec: LoadSpec, contextSize: number): void {
+    if (spec.contextSize <= contextSize || this.capNoted.has(model.key)) return;
+    this.capNoted.add(model.key);
+    this.options.log.info({ model: model.display, requested: spec.contextSize, contextLength: contextSize }, "context length capped to the model's trained context");
+  }
+
+  /** The KV cache's type and flash attention: the policy's over the defaults; a policy's explicit flash attention off keeps the cache f16. */
+  private cacheFor(policy: ModelPolicy | undefined): { kvCacheType: KvCacheType; flashAttention: FlashAttention } {
+    const kvCacheType = policy?.kvCacheType ?? this.options.kvCacheType ?? "f16";
+    const flashAttention = policy?.flashAttention ?? this.options.flashAttention ?? "auto";
+    if (kvCacheType === "f16") return { kvCacheType, flashAttention };
+    return flashAttention === false ? { kvCacheType: "f16", flashAttention } : { kvCacheType, flashAttention: true };
+  }
+
+  /**
+   * Whether a loaded runner serves these options. Settings are compared as they take effect: a
+   * requested context over the model's trained one is the trained one, so `num_ctx` 4096, unset and
+   * 5000 on a 4096-context model are one load.
+   */
+  private specMatches(entry: Loaded, model: ResolvedModel, options: AcquireOptions): boolean {
+    const spec = entry.spec;
     const wanted = this.specFor(model, options);
+    const train = entry.runner.info.trainContextSize;
+    const effective = (n: number): number => (train > 0 ? Math.min(n, train) : n);
     // Adapters and speculation too: a runner keeps what it was loaded with.
-    return wanted.contextSize === spec.contextSize && wanted.gpuLayers === spec.gpuLayers && wanted.sequences === spec.sequences &&
+    return effective(wanted.contextSize) === effective(spec.contextSize) && wanted.gpuLayers === spec.gpuLayers && wanted.sequences === spec.sequences &&
       wanted.threads === spec.threads && wanted.batchSize === spec.batchSize && wanted.useMmap === spec.useMmap &&
+      wanted.kvCacheType === spec.kvCacheType && wanted.flashAttention === spec.flashAttention &&
       (wanted.lora ?? []).join("\n") === (spec.lora ?? []).join("\n") &&
       JSON.stringify(wanted.speculation ?? null) === JSON.stringify(spec.speculation ?? null);
   }
@@ -403,7 +438,7 @@ export class Scheduler {
     if (this.loading) return;
     const next = this.waiting.find((w) => {
       const entry = this.loaded.get(w.model.key);
-      return !entry || !entry.runner.alive || entry.model.digest !== w.model.digest || !this.specMatches(entry.spec, w.model, w.options);
+      return !entry || !entry.runner.alive || entry.model.digest !== w.model.digest || !this.specMatches(entry, w.model, w.options);
     });
     if (!next) return;
     const stale = this.loaded.get(next.model.key);
@@ -444,6 +479,7 @@ export class Scheduler {
         const onJobStats = this.options.onJobStats;
         if (onJobStats) runner.onStats = (stats) => onJobStats(model, stats);
         if (runner.info.gpu) this.gpuSeen = true;
+        this.noteCap(model, spec, runner.info.contextSize);
         this.loaded.set(model.key, entry);
         const loadNs = Number(process.hrtime.bigint() - started);
         // Grant the waiters of this model first so they can report load_duration.

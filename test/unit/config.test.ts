@@ -53,9 +53,11 @@ t.test("every variable has its documented default", async (t) => {
   t.equal(c.modelsConfig, undefined);
   t.equal(c.truncate, true, "prompts over the context are truncated unless told otherwise");
   t.equal(c.streamIntervalMs, 10, "a stream's tokens are gathered for 10 ms");
+  t.equal(c.kvCacheType, "f16");
+  t.equal(c.flashAttention, "auto");
   t.ok(Object.isFrozen(c), "config is frozen");
   t.same(Object.keys(VARIABLES).sort(), [
-    "SERVICE_ALLOWED_HOSTS", "SERVICE_CONTEXT_LENGTH", "SERVICE_GPU", "SERVICE_HOST", "SERVICE_KEEP_ALIVE", "SERVICE_LOAD_TIMEOUT",
+    "SERVICE_ALLOWED_HOSTS", "SERVICE_CONTEXT_LENGTH", "SERVICE_FLASH_ATTENTION", "SERVICE_GPU", "SERVICE_HOST", "SERVICE_KEEP_ALIVE", "SERVICE_KV_CACHE_TYPE", "SERVICE_LOAD_TIMEOUT",
     "SERVICE_LOG_DIR", "SERVICE_LOG_LEVEL", "SERVICE_MAX_BODY", "SERVICE_MAX_LOADED_MODELS", "SERVICE_MAX_PREDICT", "SERVICE_MAX_QUEUE", "SERVICE_MODELS",
     "SERVICE_MODELS_CONFIG", "SERVICE_NUM_PARALLEL", "SERVICE_ORIGINS", "SERVICE_RENDER_TIMEOUT", "SERVICE_SHUTDOWN_TIMEOUT", "SERVICE_STREAM_INTERVAL", "SERVICE_THREADS",
     "SERVICE_TRUNCATE", "SERVICE_WRITE_TIMEOUT",
@@ -69,6 +71,19 @@ t.test("SERVICE_STREAM_INTERVAL is a duration from 0 (each token at once) to 1s"
   t.throws(() => loadConfig({ SERVICE_STREAM_INTERVAL: "2s" }), /SERVICE_STREAM_INTERVAL: must be at most 1s/);
   t.throws(() => loadConfig({ SERVICE_STREAM_INTERVAL: "-5ms" }), /SERVICE_STREAM_INTERVAL: must not be negative/);
   t.throws(() => loadConfig({ SERVICE_STREAM_INTERVAL: "soon" }), { name: "ConfigError", variable: "SERVICE_STREAM_INTERVAL" });
+});
+
+t.test("SERVICE_KV_CACHE_TYPE and SERVICE_FLASH_ATTENTION", async (t) => {
+  t.same(pick(loadConfig({ SERVICE_KV_CACHE_TYPE: "q8_0" })), { kvCacheType: "q8_0", flashAttention: true }, "a quantized cache turns auto on");
+  t.same(pick(loadConfig({ SERVICE_KV_CACHE_TYPE: "Q4_0", SERVICE_FLASH_ATTENTION: "on" })), { kvCacheType: "q4_0", flashAttention: true }, "any case");
+  t.same(pick(loadConfig({ SERVICE_FLASH_ATTENTION: "0" })), { kvCacheType: "f16", flashAttention: false });
+  t.same(pick(loadConfig({ OLLAMA_KV_CACHE_TYPE: "q8_0", OLLAMA_FLASH_ATTENTION: "1" })), { kvCacheType: "q8_0", flashAttention: true }, "Ollama's names");
+  t.throws(() => loadConfig({ SERVICE_KV_CACHE_TYPE: "q8_0", SERVICE_FLASH_ATTENTION: "false" }), { name: "ConfigError", variable: "SERVICE_FLASH_ATTENTION", message: /a q8_0 KV cache needs flash attention/ });
+  t.throws(() => loadConfig({ SERVICE_KV_CACHE_TYPE: "q5_1" }), { name: "ConfigError", variable: "SERVICE_KV_CACHE_TYPE" });
+  t.throws(() => loadConfig({ SERVICE_FLASH_ATTENTION: "sometimes" }), { name: "ConfigError", variable: "SERVICE_FLASH_ATTENTION" });
+  function pick(c: ReturnType<typeof loadConfig>) {
+    return { kvCacheType: c.kvCacheType, flashAttention: c.flashAttention };
+  }
 });
 
 t.test("SERVICE_TRUNCATE is a boolean in any of the usual spellings", async (t) => {
