@@ -10,6 +10,7 @@ const NOTES = {
   SERVICE_MODELS: "set by the unit (StateDirectory=lmd)",
   SERVICE_LOG_DIR: "set by the unit (LogsDirectory=lmd); set it empty to log to the journal only",
   SERVICE_SHUTDOWN_TIMEOUT: "above 60s, raise TimeoutStopSec= too (systemctl edit lmd)",
+  SERVICE_CACHE_DIR: "default /var/lib/lmd/cache, beside the model store; removed with the package on purge",
   SERVICE_HOST: "binding beyond loopback exposes an API without authentication: see lmd-gateway.service",
 };
 

@@ -91,6 +91,7 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
     renderTimeoutMs: config.renderTimeoutMs,
     streamIntervalMs: config.streamIntervalMs,
     kvCacheType: config.kvCacheType,
+    prefixCache: config.cacheMaxBytes > 0 ? { dir: config.cacheDir, maxBytes: config.cacheMaxBytes, minTokens: config.cacheMinTokens } : undefined,
     flashAttention: config.flashAttention,
     ...(deps.startRunner ? { startRunner: deps.startRunner } : {}),
     onJobStats: metrics.onJobStats,

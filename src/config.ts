@@ -62,6 +62,10 @@ export interface Config {
   kvCacheType: KvCacheType;
   /** Flash attention: "auto", on or off; a quantized KV cache turns "auto" on. */
   flashAttention: FlashAttention;
+  /** Saved prompt prefixes: their directory, its cap in bytes (0 = none saved), and the shortest saved. */
+  cacheDir: string;
+  cacheMaxBytes: number;
+  cacheMinTokens: number;
 }
 
 export type KvCacheType = "f16" | "q8_0" | "q4_0";
@@ -92,6 +96,9 @@ export const VARIABLES = {
   SERVICE_STREAM_INTERVAL: { default: "10ms", meaning: "how long a stream's tokens after its first are gathered before they are written: fewer writes and wake-ups per token; 0 = each token at once; at most 1s" },
   SERVICE_KV_CACHE_TYPE: { default: "f16", meaning: "element type of the KV cache: f16, q8_0 (about half the memory) or q4_0 (about a quarter); a quantized cache needs flash attention" },
   SERVICE_FLASH_ATTENTION: { default: "auto", meaning: "flash attention: auto (on where the model and backend support it), or a boolean; q8_0 and q4_0 caches turn auto on" },
+  SERVICE_CACHE_DIR: { default: "", meaning: "directory of saved prompt prefixes (evaluated states restored after a restart, unload or eviction); default: cache beside the model store" },
+  SERVICE_CACHE_MAX: { default: "8GiB", meaning: "cap on the saved prompt prefixes, least recently used removed first; 0 = none saved" },
+  SERVICE_CACHE_MIN_TOKENS: { default: "1024", meaning: "a slot holding fewer tokens is not saved when its model unloads" },
   SERVICE_TRUNCATE: { default: "true", meaning: "default of truncate on /api/generate, /api/chat and /v1: true drops the oldest turns of a prompt longer than the context, false answers 400 (1/0/true/false/yes/no/on/off)" },
 } as const;
 
@@ -124,6 +131,9 @@ const schema = {
     SERVICE_MODELS_CONFIG: { type: "string" },
     SERVICE_STREAM_INTERVAL: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_STREAM_INTERVAL.default },
     SERVICE_TRUNCATE: { type: "string", default: "true" },
+    SERVICE_CACHE_DIR: { type: "string" },
+    SERVICE_CACHE_MAX: { type: "string", default: VARIABLES.SERVICE_CACHE_MAX.default },
+    SERVICE_CACHE_MIN_TOKENS: { type: "integer", minimum: 1, maximum: 10_000_000, default: 1024 },
     SERVICE_KV_CACHE_TYPE: { type: "string", enum: ["f16", "q8_0", "q4_0"], default: "f16" },
     SERVICE_FLASH_ATTENTION: { type: "string", default: "auto" },
   },
@@ -154,6 +164,9 @@ interface RawEnv {
   SERVICE_TRUNCATE: string;
   SERVICE_KV_CACHE_TYPE: string;
   SERVICE_FLASH_ATTENTION: string;
+  SERVICE_CACHE_DIR?: string;
+  SERVICE_CACHE_MAX: string;
+  SERVICE_CACHE_MIN_TOKENS: number;
 }
 
 /** Reads and checks the configuration from `env` (never from `process.env` directly). */
@@ -176,9 +189,10 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
   } catch (err) {
     throw fromSchemaError(err);
   }
+  const models = raw.SERVICE_MODELS === undefined ? defaultModelsDir(env) : expandHome(raw.SERVICE_MODELS, env);
   return Object.freeze({
     listen: parseListenAddress(raw.SERVICE_HOST, "SERVICE_HOST"),
-    models: raw.SERVICE_MODELS === undefined ? defaultModelsDir(env) : expandHome(raw.SERVICE_MODELS, env),
+    models,
     keepAliveMs: durationOf("SERVICE_KEEP_ALIVE", raw.SERVICE_KEEP_ALIVE),
     numParallel: raw.SERVICE_NUM_PARALLEL,
     maxLoadedModels: raw.SERVICE_MAX_LOADED_MODELS,
@@ -200,6 +214,9 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
     maxPredict: raw.SERVICE_MAX_PREDICT,
     streamIntervalMs: atMost("SERVICE_STREAM_INTERVAL", 1000, "1s", nonNegative("SERVICE_STREAM_INTERVAL", durationOf("SERVICE_STREAM_INTERVAL", raw.SERVICE_STREAM_INTERVAL))),
     ...cacheSettings(raw),
+    cacheDir: raw.SERVICE_CACHE_DIR === undefined ? path.join(path.dirname(models), "cache") : expandHome(raw.SERVICE_CACHE_DIR, env),
+    cacheMaxBytes: raw.SERVICE_CACHE_MAX.trim() === "0" ? 0 : sizeOf("SERVICE_CACHE_MAX", raw.SERVICE_CACHE_MAX),
+    cacheMinTokens: raw.SERVICE_CACHE_MIN_TOKENS,
   });
 }
 

@@ -166,7 +166,7 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     const grammar = await rt.grammarFor(l, job.grammar).catch((err: unknown) => {
       throw new JobFailure("invalid", `invalid format schema: ${rt.clientSafe(err)}`);
     });
-    const picked = rt.takeSlot(l, tokens);
+    const picked = await rt.takeSlot(l, tokens, abort.signal);
     if (!picked) throw new JobFailure("other", "no free slot in the runner");
     slot = picked.slot;
     slot.pause = pause;

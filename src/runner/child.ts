@@ -23,7 +23,8 @@ import {
 } from "node-llama-cpp";
 import { samplingOptions, stopSequenceOf } from "./sampling.js";
 import { CONTEXT_EXCEEDED } from "./protocol.js";
-import type { FromRunner, GenerateJob, GenerateStats, GrammarSpec, LoadSpec, RunnerFailureKind, TokenLogprob, ToRunner } from "./protocol.js";
+import type { FromRunner, GenerateJob, GenerateStats, GrammarSpec, LoadSpec, PrefixCacheSpec, RunnerFailureKind, TokenLogprob, ToRunner } from "./protocol.js";
+import { commonPrefix, PrefixCache } from "./prefix-cache.js";
 import { chatWrapperOf, runChat, supportsThinking, toHistory } from "./chat.js";
 import { answerPrompt, thoughtTags } from "./thinking-form.js";
 import type { JobRuntime, Loaded, Slot } from "./runtime.js";
@@ -174,7 +175,8 @@ async function load(requested: LoadSpec): Promise<void> {
     fastEvaluate(sequence, decodeLoop, () => slot.pause);
     slots.push(slot);
   }
-  loaded = { llama, model, context, slots, modelFile: spec.path, lora: spec.lora ?? [], draft };
+  const prefixCache = spec.prefixCache ? await openPrefixCache(spec.prefixCache, spec, context.contextSize) : undefined;
+  loaded = { llama, model, context, slots, modelFile: spec.path, lora: spec.lora ?? [], draft, prefixCache };
   // The first generation's sampler, made now rather than before its first token (runner/decode-loop.ts).
   (model as unknown as { _prepareSampler?(): void })._prepareSampler?.();
   if (usable !== undefined) governor = governThreads(loaded, usable, spec.threads);
@@ -199,6 +201,15 @@ async function load(requested: LoadSpec): Promise<void> {
       thinking: supportsThinking(model),
       thoughts: thoughtTags(model, chatWrapperOf(model)),
     },
+  });
+}
+
+/** The load's saved prefixes: a state depends on the model's blob, its adapters, the context and the cache's layout. */
+function openPrefixCache(cache: PrefixCacheSpec, spec: LoadSpec, contextSize: number): Promise<PrefixCache | undefined> {
+  const identity = { model: path.basename(spec.path), lora: (spec.lora ?? []).map((f) => path.basename(f)), contextSize, kvCacheType: spec.kvCacheType ?? "f16", flashAttention: spec.flashAttention ?? "auto" };
+  return PrefixCache.open(cache, identity, (msg, data) => log("warn", msg, data)).catch((err: unknown) => {
+    log("warn", "saved prompt prefixes unavailable", { dir: cache.dir, err: clientSafe(err) });
+    return undefined;
   });
 }
 
@@ -287,13 +298,6 @@ function pickSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: nu
   return best;
 }
 
-function commonPrefix(a: readonly Token[], b: readonly Token[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
-}
-
 async function grammarFor(l: Loaded, spec: GrammarSpec | undefined): Promise<LlamaGrammar | undefined> {
   if (!spec) return undefined;
   if (spec.kind === "json") return l.llama.getGrammarFor("json");
@@ -301,13 +305,23 @@ async function grammarFor(l: Loaded, spec: GrammarSpec | undefined): Promise<Lla
   return l.llama.createGrammarForJsonSchema(spec.schema as Parameters<Llama["createGrammarForJsonSchema"]>[0]);
 }
 
-/** Marks the slot `pickSlot` chose busy; shared by generate and the chat jobs (the prompt cache). */
-function takeSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: number } | undefined {
+/**
+ * Marks the slot `pickSlot` chose busy, and restores into it a saved prefix longer than what it
+ * holds; shared by generate and the chat jobs (the prompt cache).
+ */
+async function takeSlot(l: Loaded, tokens: readonly Token[], signal: AbortSignal): Promise<{ slot: Slot; cached: number } | undefined> {
   const picked = pickSlot(l, tokens);
   if (!picked) return undefined;
   picked.slot.busy = true;
   governor?.wake();
   picked.slot.lastUsed = ++useCounter;
+  if (l.prefixCache) {
+    const sequence = picked.slot.sequence;
+    picked.cached = await l.prefixCache.restore(sequence, tokens, picked.cached, signal).catch((err: unknown) => {
+      log("warn", "saved prompt prefix not restored", { err: clientSafe(err, l.modelFile) });
+      return commonPrefix(sequence.contextTokens, tokens);
+    });
+  }
   return picked;
 }
 
@@ -343,7 +357,7 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
     if (truncatedTokens > 0 && job.truncate === false) return send({ type: "failed", id, kind: "invalid", message: CONTEXT_EXCEEDED });
     const tokens = truncatedTokens > 0 ? all.slice(truncatedTokens) : all;
     const evaluated = hasBos && bos !== null ? [bos, ...tokens] : tokens;
-    const picked = takeSlot(l, evaluated);
+    const picked = await takeSlot(l, evaluated, abort.signal);
     if (!picked) return send({ type: "failed", id, kind: "other", message: "no free slot in the runner" });
     slot = picked.slot;
     slot.pause = pause;
@@ -411,6 +425,8 @@ async function unload(): Promise<void> {
   const l = loaded;
   loaded = undefined;
   if (l) {
+    // What the slots evaluated outlives the load: saved for the next one (prefix-cache.ts).
+    for (const slot of l.slots) await l.prefixCache?.save(slot.sequence);
     await l.context.dispose().catch(() => undefined);
     await l.model.dispose().catch(() => undefined);
     await l.draft?.context.dispose().catch(() => undefined);

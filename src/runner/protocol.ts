@@ -40,8 +40,19 @@ export interface LoadSpec {
   kvCacheType?: KvCacheType | undefined;
   /** SERVICE_FLASH_ATTENTION, a policy's flash_attention; undefined = "auto". */
   flashAttention?: FlashAttention | undefined;
+  /** Saved prompt prefixes (runner/prefix-cache.ts); undefined = none. */
+  prefixCache?: PrefixCacheSpec | undefined;
   /** SERVICE_STREAM_INTERVAL: how long a job's output after its first is gathered before it is written (child.ts); 0 = at once; undefined = 10 ms. */
   streamIntervalMs?: number | undefined;
+}
+
+/** Where and how much of a load's evaluated prompts are kept on disk (SERVICE_CACHE_*). */
+export interface PrefixCacheSpec {
+  dir: string;
+  /** Cap on the directory's files, all models together; least recently used go first. */
+  maxBytes: number;
+  /** Slots holding fewer tokens are not saved. */
+  minTokens: number;
 }
 
 /** Speculative decoding for a load. */

@@ -6,6 +6,7 @@ import type { Llama, LlamaCompletion, LlamaContext, LlamaContextSequence, LlamaG
 import type { FromRunner, GrammarSpec } from "./protocol.js";
 import type { DraftResources, SwitchablePredictor } from "./speculative.js";
 import type { PauseSwitch } from "./flow.js";
+import type { PrefixCache } from "./prefix-cache.js";
 
 /** One sequence of the model's context, with the completion object that drives it. */
 export interface Slot {
@@ -30,13 +31,15 @@ export interface Loaded {
   lora: string[];
   /** The draft model of speculative decoding, if the load has one. */
   draft?: DraftResources | undefined;
+  /** Saved prompt prefixes of this load (SERVICE_CACHE_DIR), unless turned off. */
+  prefixCache?: PrefixCache | undefined;
 }
 
 /** What a job module (chat, embed) needs from the child. */
 export interface JobRuntime {
   loaded(): Loaded | undefined;
-  /** Picks the free slot with the longest cached prefix of `tokens` and marks it busy. */
-  takeSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: number } | undefined;
+  /** Picks the free slot with the longest cached prefix of `tokens`, marks it busy, and restores a longer saved prefix into it if there is one. */
+  takeSlot(l: Loaded, tokens: readonly Token[], signal: AbortSignal): Promise<{ slot: Slot; cached: number } | undefined>;
   grammarFor(l: Loaded, spec: GrammarSpec | undefined): Promise<LlamaGrammar | undefined>;
   jobs: Map<number, AbortController>;
   /** The pause switches of generating jobs, by job id (`pause`/`resume` messages reach them). */

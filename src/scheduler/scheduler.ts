@@ -18,7 +18,7 @@
 import type { Logger } from "pino";
 import { ServiceBusyError, ShuttingDownError } from "../errors.js";
 import type { ResolvedModel } from "../store/store.js";
-import type { FlashAttention, KvCacheType, LoadSpec, MemoryEstimate, RunnerGpu, SpeculationLoad } from "../runner/protocol.js";
+import type { FlashAttention, KvCacheType, LoadSpec, PrefixCacheSpec, MemoryEstimate, RunnerGpu, SpeculationLoad } from "../runner/protocol.js";
 import { Runner, type JobStats, type RunnerOptions } from "../runner/client.js";
 import { keepAliveOrForever, MAX_TIMER_MS } from "../units.js";
 import { availableRam, notEnoughMemory, shortfall, type Room } from "./memory.js";
@@ -40,6 +40,8 @@ export interface SchedulerOptions {
   renderTimeoutMs?: number | undefined;
   /** SERVICE_STREAM_INTERVAL, passed to each runner in its load spec; undefined = the runner's default. */
   streamIntervalMs?: number | undefined;
+  /** Saved prompt prefixes, passed to each runner in its load spec; undefined = none. */
+  prefixCache?: PrefixCacheSpec | undefined;
   /** SERVICE_KV_CACHE_TYPE and SERVICE_FLASH_ATTENTION: the defaults a model's policy may override. */
   kvCacheType?: KvCacheType | undefined;
   flashAttention?: FlashAttention | undefined;
@@ -388,6 +390,7 @@ export class Scheduler {
       ...(model.adapterPaths?.length ? { lora: model.adapterPaths } : {}),
       ...(this.options.streamIntervalMs !== undefined ? { streamIntervalMs: this.options.streamIntervalMs } : {}),
       ...this.cacheFor(policy),
+      ...(this.options.prefixCache ? { prefixCache: this.options.prefixCache } : {}),
     };
   }
 

@@ -55,9 +55,12 @@ t.test("every variable has its documented default", async (t) => {
   t.equal(c.streamIntervalMs, 10, "a stream's tokens are gathered for 10 ms");
   t.equal(c.kvCacheType, "f16");
   t.equal(c.flashAttention, "auto");
+  t.equal(c.cacheDir, "/home/u/.lmd/cache", "saved prefixes beside the model store");
+  t.equal(c.cacheMaxBytes, 8 * 1024 ** 3);
+  t.equal(c.cacheMinTokens, 1024);
   t.ok(Object.isFrozen(c), "config is frozen");
   t.same(Object.keys(VARIABLES).sort(), [
-    "SERVICE_ALLOWED_HOSTS", "SERVICE_CONTEXT_LENGTH", "SERVICE_FLASH_ATTENTION", "SERVICE_GPU", "SERVICE_HOST", "SERVICE_KEEP_ALIVE", "SERVICE_KV_CACHE_TYPE", "SERVICE_LOAD_TIMEOUT",
+    "SERVICE_ALLOWED_HOSTS", "SERVICE_CACHE_DIR", "SERVICE_CACHE_MAX", "SERVICE_CACHE_MIN_TOKENS", "SERVICE_CONTEXT_LENGTH", "SERVICE_FLASH_ATTENTION", "SERVICE_GPU", "SERVICE_HOST", "SERVICE_KEEP_ALIVE", "SERVICE_KV_CACHE_TYPE", "SERVICE_LOAD_TIMEOUT",
     "SERVICE_LOG_DIR", "SERVICE_LOG_LEVEL", "SERVICE_MAX_BODY", "SERVICE_MAX_LOADED_MODELS", "SERVICE_MAX_PREDICT", "SERVICE_MAX_QUEUE", "SERVICE_MODELS",
     "SERVICE_MODELS_CONFIG", "SERVICE_NUM_PARALLEL", "SERVICE_ORIGINS", "SERVICE_RENDER_TIMEOUT", "SERVICE_SHUTDOWN_TIMEOUT", "SERVICE_STREAM_INTERVAL", "SERVICE_THREADS",
     "SERVICE_TRUNCATE", "SERVICE_WRITE_TIMEOUT",
@@ -84,6 +87,16 @@ t.test("SERVICE_KV_CACHE_TYPE and SERVICE_FLASH_ATTENTION", async (t) => {
   function pick(c: ReturnType<typeof loadConfig>) {
     return { kvCacheType: c.kvCacheType, flashAttention: c.flashAttention };
   }
+});
+
+t.test("saved prompt prefixes: SERVICE_CACHE_DIR, SERVICE_CACHE_MAX, SERVICE_CACHE_MIN_TOKENS", async (t) => {
+  t.equal(loadConfig({ STATE_DIRECTORY: "/var/lib/lmd" }).cacheDir, "/var/lib/lmd/cache", "under systemd, in the state directory");
+  t.equal(loadConfig({ SERVICE_MODELS: "/srv/m/models" }).cacheDir, "/srv/m/cache", "beside a store given");
+  t.equal(loadConfig({ HOME: "/home/u", SERVICE_CACHE_DIR: "~/c" }).cacheDir, "/home/u/c");
+  t.equal(loadConfig({ SERVICE_CACHE_MAX: "0" }).cacheMaxBytes, 0, "0 saves nothing");
+  t.equal(loadConfig({ SERVICE_CACHE_MAX: "2GiB" }).cacheMaxBytes, 2 * 1024 ** 3);
+  t.throws(() => loadConfig({ SERVICE_CACHE_MAX: "lots" }), { name: "ConfigError", variable: "SERVICE_CACHE_MAX" });
+  t.throws(() => loadConfig({ SERVICE_CACHE_MIN_TOKENS: "0" }), { name: "ConfigError", variable: "SERVICE_CACHE_MIN_TOKENS" });
 });
 
 t.test("SERVICE_TRUNCATE is a boolean in any of the usual spellings", async (t) => {
