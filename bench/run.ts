@@ -46,6 +46,7 @@ import { freePort, startLlamaServer, llamaServerDecode, llamaServerEngine, llama
 import { settle, stopProcess, track } from "./procs.js";
 import { prose } from "./serving.js";
 import { median, servingFigures, type Row } from "./serving-run.js";
+import { memoryFigures } from "./memory.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
@@ -68,7 +69,7 @@ const { values: args } = parseArgs({
     only: { type: "string" },
   },
 });
-const sections = ["aggregate", "busy", "speculative"] as const;
+const sections = ["aggregate", "busy", "speculative", "memory"] as const;
 type Section = (typeof sections)[number];
 const isSection = (s: string | undefined): s is Section => sections.includes(s as Section);
 if (args.only !== undefined && !isSection(args.only)) {
@@ -145,7 +146,7 @@ async function startLmd(modelFile: string, env: Record<string, string>, extra: E
   const port = await freePort();
   // stdout (the access log) goes nowhere unless asked for: reading it would compete with the clients for this process.
   const child = track(spawn(process.execPath, [path.join(root, "dist/src/main.js"), "serve"], {
-    env: { PATH: process.env.PATH ?? "", HOME: os.homedir(), SERVICE_MODELS: path.join(cache, "store"), SERVICE_HOST: `127.0.0.1:${port}`, SERVICE_THREADS: String(threads), SERVICE_GPU: gpu ?? "false", SERVICE_CONTEXT_LENGTH: "4096", ...(process.env.LD_LIBRARY_PATH ? { LD_LIBRARY_PATH: process.env.LD_LIBRARY_PATH } : {}), ...env },
+    env: { PATH: process.env.PATH ?? "", HOME: os.homedir(), SERVICE_MODELS: path.join(cache, "store"), SERVICE_HOST: `127.0.0.1:${port}`, SERVICE_THREADS: String(threads), SERVICE_GPU: gpu ?? "false", SERVICE_CONTEXT_LENGTH: "4096", SERVICE_CACHE_MAX: "0", ...(process.env.LD_LIBRARY_PATH ? { LD_LIBRARY_PATH: process.env.LD_LIBRARY_PATH } : {}), ...env },
     stdio: ["ignore", onLog ? "pipe" : "ignore", "inherit"],
   }));
   if (onLog && child.stdout) createInterface({ input: child.stdout }).on("line", onLog);
@@ -193,7 +194,8 @@ async function main(): Promise<void> {
   const modelFile = await ensureModel();
   if (args["llama-server-bin"]) useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, gpu ? path.join(cache, "llama-server.log") : undefined);
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
-  if (isSection(args.only)) return only(modelFile, args.only);
+  if (args.only === "memory") return onlyMemory(modelFile);
+  if (isSection(args.only) && args.only !== "memory") return only(modelFile, args.only);
   const idleLmd = await startLmd(modelFile, {});
   await new Promise((r) => setTimeout(r, 1000));
   const rssIdle = rssMb(idleLmd.child.pid);
@@ -325,10 +327,12 @@ async function main(): Promise<void> {
     [`second-turn TTFT, ~${args.quick ? 500 : 1000}-token shared history, vs first turn (ms)`, `${f(m("turn2.ttft"))} vs ${f(m("turn1.ttft"))}`, m("turn2.ratio").toFixed(3), "≤ 0.25"],
     ["RSS (MB): daemon idle; daemon and runner with the model loaded", `${f(rssIdle, 0)}; ${f(rss.loaded, 0)} + ${f(rss.runner, 0)}`, "—", "idle ≤ 100"],
   ];
+  // KV-cache types and saved prompt prefixes are CPU measurements.
+  const memory = gpu ? [] : await memoryRows(modelFile);
   const table = (rows: Row[]) => ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
   process.stdout.write(
-    `${table(issue)}\n\n${table(other)}\n\n` +
+    `${table(issue)}\n\n${table(other)}\n\n${memory.length ? `${table(memory)}\n\n` : ""}` +
       `${path.basename(modelFile)}, ${threads} threads, ${rounds} rounds (serving figures: ${servingRounds}), ${tokens} tokens per stream; ` +
       `${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
       `${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}${offload ? `; ${gpu}, ${offload}` : ""}\n`,
@@ -339,8 +343,25 @@ async function main(): Promise<void> {
   process.exit(0);
 }
 
+/** The memory rows (bench/memory.ts): KV-cache types and saved prompt prefixes. */
+function memoryRows(modelFile: string): Promise<Row[]> {
+  const preset = existsSync(args.model) ? "bench-100m" : (args.model as PresetName);
+  return memoryFigures({ startLmd: (file, env) => startLmd(file, env), preset, cache, rounds: args.quick ? 1 : 3, tokens, threads, log });
+}
+
+/** `--only memory`: the memory rows alone. */
+async function onlyMemory(modelFile: string): Promise<void> {
+  const rows = await memoryRows(modelFile);
+  const minutes = ((performance.now() - started) / 60_000).toFixed(1);
+  process.stdout.write(
+    ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n") +
+      `\n\n${args.model}, ${threads} threads, ${args.quick ? 1 : 3} rounds; ${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}\n`,
+  );
+  process.exit(0);
+}
+
 /** `--only <section>`: one section of the serving figures, its rows and the load. */
-async function only(modelFile: string, section: Section): Promise<void> {
+async function only(modelFile: string, section: Exclude<Section, "memory">): Promise<void> {
   const serving = await servingFigures({
     startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
     startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel, engine) : undefined,
