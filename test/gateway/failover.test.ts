@@ -4,77 +4,18 @@
  * request loop runs through both proxies while every host is restarted in turn (SIGTERM, drain,
  * exit, start again): not one request may fail. Needs root (namespaces), nginx and haproxy.
  */
-import { spawn, spawnSync } from "node:child_process";
-import { readFile, writeFile } from "node:fs/promises";
+import { spawnSync } from "node:child_process";
+import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import t, { type Test } from "tap";
-import { forkDaemon, type ForkedDaemon } from "../helpers/process.js";
+import type { ForkedDaemon } from "../helpers/process.js";
 import { freePort, requireTool, tempDir, waitForPort } from "./helpers.js";
+import { HostNet, render, startProxy, waitReady } from "./netns.js";
 
 const HOSTS = [1, 2, 3] as const;
-const tag = String(process.pid % 100_000);
-const nsName = (i: number) => `lmdfo${tag}-${i}`;
-const hostAddr = (i: number) => `10.231.${i}.2`;
-const EXAMPLES = new URL("../../examples/", import.meta.url);
-
-function ip(args: string[]): void {
-  const r = spawnSync("ip", args, { encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`ip ${args.join(" ")}: ${r.stderr}`);
-}
-
-/** A namespace with a veth pair to this machine: 10.231.<i>.1 here, 10.231.<i>.2 inside. */
-function makeHostNamespace(t: Test, i: number): void {
-  const ns = nsName(i);
-  const [outer, inner] = [`lfo${tag}h${i}`, `lfo${tag}n${i}`];
-  t.teardown(() => {
-    spawnSync("ip", ["netns", "del", ns]); // removes the veth pair with it
-  });
-  ip(["netns", "add", ns]);
-  ip(["link", "add", outer, "type", "veth", "peer", "name", inner]);
-  ip(["link", "set", inner, "netns", ns]);
-  ip(["addr", "add", `10.231.${i}.1/24`, "dev", outer]);
-  ip(["link", "set", outer, "up"]);
-  ip(["netns", "exec", ns, "ip", "addr", "add", `${hostAddr(i)}/24`, "dev", inner]);
-  ip(["netns", "exec", ns, "ip", "link", "set", inner, "up"]);
-  ip(["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
-}
-
-async function startHost(t: Test, dir: string, i: number): Promise<ForkedDaemon> {
-  return forkDaemon(t, { SERVICE_HOST: `${hostAddr(i)}:11434`, SERVICE_MODELS: path.join(dir, `store-${i}`), SERVICE_SHUTDOWN_TIMEOUT: "20s" }, { wrap: ["ip", "netns", "exec", nsName(i)] });
-}
-
-/** Polls `url` until it answers 200 (bounded). */
-async function waitReady(url: string, timeoutMs = 30_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    const ok = await fetch(url).then((r) => r.ok, () => false);
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${url} not ready after ${timeoutMs} ms`);
-}
-
-/** Reads an example and replaces each `[from, to]`; every `from` must occur (no silent drift). */
-async function render(t: Test, file: string, replacements: [string, string][]): Promise<string> {
-  let text = await readFile(new URL(file, EXAMPLES), "utf8");
-  for (const [from, to] of replacements) {
-    t.ok(text.includes(from), `${file} contains '${from}'`);
-    text = text.replaceAll(from, to);
-  }
-  return text;
-}
-
-function startProxy(t: Test, cmd: string, args: string[]): void {
-  const child = spawn(cmd, args, { stdio: ["ignore", "ignore", "pipe"] });
-  let err = "";
-  child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
-  child.on("exit", (code) => {
-    if (code !== null && code !== 0) t.fail(`${path.basename(cmd)} exited ${code}: ${err}`);
-  });
-  t.teardown(() => {
-    child.kill("SIGKILL");
-  });
-}
+const net = new HostNet("lfo", 231);
+const hostAddr = (i: number) => net.addr(i);
+const startHost = (t: Test, dir: string, i: number) => net.startHost(t, dir, i);
 
 t.test("rolling restart of three hosts behind HAProxy and nginx: zero failed requests", async (t) => {
   if (process.getuid?.() !== 0) {
@@ -85,7 +26,7 @@ t.test("rolling restart of three hosts behind HAProxy and nginx: zero failed req
   const nginx = requireTool(t, "nginx", "nginx");
   if (!haproxy || !nginx) return;
   const dir = tempDir(t);
-  for (const i of HOSTS) makeHostNamespace(t, i);
+  for (const i of HOSTS) net.make(t, i);
   const hosts = await Promise.all(HOSTS.map((i) => startHost(t, dir, i)));
   for (const i of HOSTS) await waitReady(`http://${hostAddr(i)}:11434/readyz`);
 
