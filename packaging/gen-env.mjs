@@ -5,12 +5,13 @@
 import { VARIABLES } from "../dist/src/config.js";
 
 /** Values the unit sets with Environment=, which differ from the daemon's own defaults. */
-const UNIT_DEFAULTS = { SERVICE_MODELS: "/var/lib/lmd/models", SERVICE_LOG_DIR: "/var/log/lmd" };
+const UNIT_DEFAULTS = { SERVICE_MODELS: "/var/lib/lmd/models", SERVICE_LOG_DIR: "/var/log/lmd", SERVICE_REGISTRY_AUTH: "/etc/lmd/registry-auth.json" };
 const NOTES = {
   SERVICE_MODELS: "set by the unit (StateDirectory=lmd)",
   SERVICE_LOG_DIR: "set by the unit (LogsDirectory=lmd); set it empty to log to the journal only",
   SERVICE_SHUTDOWN_TIMEOUT: "above 60s, raise TimeoutStopSec= too (systemctl edit lmd)",
   SERVICE_CACHE_DIR: "default /var/lib/lmd/cache, beside the model store; removed with the package on purge",
+  SERVICE_REGISTRY_AUTH: "set by the unit; create it mode 0600, owner lmd: install -m 600 -o lmd -g lmd /dev/null /etc/lmd/registry-auth.json",
   SERVICE_HOST: "binding beyond loopback exposes an API without authentication: see lmd-gateway.service",
 };
 

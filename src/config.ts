@@ -66,6 +66,15 @@ export interface Config {
   cacheDir: string;
   cacheMaxBytes: number;
   cacheMinTokens: number;
+  /** Where pulls and pushes find credentials and trust. */
+  registry: RegistryConfig;
+}
+
+export interface RegistryConfig {
+  /** Docker's config.json (`auths`); a missing file means no credentials. */
+  authFile: string;
+  /** PEM file of extra CA certificates. */
+  caFile: string | undefined;
 }
 
 export type KvCacheType = "f16" | "q8_0" | "q4_0";
@@ -100,6 +109,8 @@ export const VARIABLES = {
   SERVICE_CACHE_MAX: { default: "8GiB", meaning: "cap on the saved prompt prefixes, least recently used removed first; 0 = none saved" },
   SERVICE_CACHE_MIN_TOKENS: { default: "1024", meaning: "a slot holding fewer tokens is not saved when its model unloads" },
   SERVICE_TRUNCATE: { default: "true", meaning: "default of truncate on /api/generate, /api/chat and /v1: true drops the oldest turns of a prompt longer than the context, false answers 400 (1/0/true/false/yes/no/on/off)" },
+  SERVICE_REGISTRY_AUTH: { default: "~/.docker/config.json", meaning: "registry credentials in Docker's config.json format (the auths entries docker login writes); read at each pull and push; mode 0600" },
+  SERVICE_REGISTRY_CA: { default: "", meaning: "PEM file of CA certificates trusted for registries and mirrors, besides the system's" },
 } as const;
 
 export type VariableName = keyof typeof VARIABLES;
@@ -136,6 +147,8 @@ const schema = {
     SERVICE_CACHE_MIN_TOKENS: { type: "integer", minimum: 1, maximum: 10_000_000, default: 1024 },
     SERVICE_KV_CACHE_TYPE: { type: "string", enum: ["f16", "q8_0", "q4_0"], default: "f16" },
     SERVICE_FLASH_ATTENTION: { type: "string", default: "auto" },
+    SERVICE_REGISTRY_AUTH: { type: "string", default: VARIABLES.SERVICE_REGISTRY_AUTH.default },
+    SERVICE_REGISTRY_CA: { type: "string" },
   },
 } as const;
 
@@ -167,6 +180,8 @@ interface RawEnv {
   SERVICE_CACHE_DIR?: string;
   SERVICE_CACHE_MAX: string;
   SERVICE_CACHE_MIN_TOKENS: number;
+  SERVICE_REGISTRY_AUTH: string;
+  SERVICE_REGISTRY_CA?: string;
 }
 
 /** Reads and checks the configuration from `env` (never from `process.env` directly). */
@@ -217,6 +232,10 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
     cacheDir: raw.SERVICE_CACHE_DIR === undefined ? path.join(path.dirname(models), "cache") : expandHome(raw.SERVICE_CACHE_DIR, env),
     cacheMaxBytes: raw.SERVICE_CACHE_MAX.trim() === "0" ? 0 : sizeOf("SERVICE_CACHE_MAX", raw.SERVICE_CACHE_MAX),
     cacheMinTokens: raw.SERVICE_CACHE_MIN_TOKENS,
+    registry: Object.freeze({
+      authFile: expandHome(raw.SERVICE_REGISTRY_AUTH, env),
+      caFile: raw.SERVICE_REGISTRY_CA === undefined ? undefined : expandHome(raw.SERVICE_REGISTRY_CA, env),
+    }),
   });
 }
 

@@ -8,7 +8,7 @@ export const spec: CommandSpec = {
   minArgs: 1,
   maxArgs: 1,
   options: { insecure: { type: "boolean" } },
-  optionHelp: ["    --insecure   allow plain http and unverified TLS to the registry"],
+  optionHelp: ["    --insecure   plain http to the registry (no TLS; certificates are always verified)"],
   examples: ["lmd push 127.0.0.1:5000/me/my-model:latest --insecure"],
 };
 

@@ -11,23 +11,33 @@
  *   manifest body, and each blob's idle time between bytes.
  * - Every address connected to is checked and pinned by {@link AddressPolicy} (blind SSRF).
  * - Every early exit destroys the response body it does not read, so nothing waits on it.
- * - Authentication: a 401 with `WWW-Authenticate: Bearer realm=...` is answered by fetching a
- *   token from the realm, but only when the realm is on the registry's own host (and never from
- *   https down to http), so a registry cannot send the client to fetch tokens elsewhere.
+ * - Authentication: a 401 is answered once per request. The registry's credentials come from
+ *   Docker's config.json (credentials.ts), read only when a registry asks. `Basic` is answered
+ *   with them; `Bearer realm=...` by fetching a token from the realm (with the credentials as
+ *   Basic when there are some, anonymously otherwise), but only when the realm is on the
+ *   registry's own host (and never from https down to http), so a registry cannot send the
+ *   client to hand credentials or tokens elsewhere. A second 401 is an error that says whether
+ *   credentials were refused or missing. Credentials and tokens are in no message and no log.
  * - Redirects are followed by hand (at most 5): the Authorization header goes only to the
  *   registry's own host, never to a blob host it redirects to.
+ * - TLS: certificates are always verified, against the default store and SERVICE_REGISTRY_CA
+ *   (tls.ts); `insecure` means plain http, never unverified TLS.
  * - Manifests: `Accept` names the Docker v2 and OCI manifest types; every entry's digest and size
  *   is validated before anything is written.
  */
 import type { Readable } from "node:stream";
+import type tls from "node:tls";
 import { Agent, RetryAgent, request, type Dispatcher } from "undici";
 import { HttpError, NotFoundError } from "../errors.js";
 import { displayName, printable } from "../store/names.js";
 import type { Manifest } from "../store/store.js";
+import type { RegistryConfig } from "../config.js";
 import { AddressPolicy } from "./address.js";
+import { basicAuthorization, lookupCredentials, type Credentials } from "./credentials.js";
 import { describe, discard, expectStatus, header, parseChallenge, readLimited, REGISTRY_DEFAULTS, RegistryError, seconds } from "./http.js";
 import { validateManifest } from "./manifest.js";
 import { manifestUrl, type RegistryRef } from "./reference.js";
+import { secureContextWith } from "./tls.js";
 
 // What callers of the client used to import from here.
 export { REGISTRY_DEFAULTS, RegistryError } from "./http.js";
@@ -57,19 +67,36 @@ export interface SendOptions {
 /** Network errors worth another try: the connection worked once and broke. */
 const RETRIED_CODES = ["ECONNRESET", "EPIPE", "ETIMEDOUT", "UND_ERR_SOCKET", "UND_ERR_BODY_TIMEOUT"];
 
-/** One client per pull or push: its agents, and the tokens it obtained. */
+export interface ClientOptions {
+  /** Docker's config.json with the registries' credentials; none when unset. */
+  authFile?: string;
+  /** Trust for TLS besides the default store (SERVICE_REGISTRY_CA). */
+  secureContext?: tls.SecureContext;
+}
+
+/** A client for `ref` with the daemon's registry settings (the CA file is read now). */
+export async function openClient(ref: RegistryRef, config: RegistryConfig): Promise<RegistryClient> {
+  const secureContext = config.caFile === undefined ? undefined : await secureContextWith(config.caFile);
+  return new RegistryClient(ref, { authFile: config.authFile, secureContext });
+}
+
+/** One client per pull or push: its agents, and the authorization it obtained. */
 export class RegistryClient {
   private readonly policy: AddressPolicy;
   private readonly agent: Agent;
   private readonly retrying: RetryAgent;
-  private token: string | undefined;
+  /** `Bearer <token>` or `Basic <credentials>`, sent to the registry's own host only. */
+  private authorization: string | undefined;
+  /** The registry's `host[:port]` as connected to (a mirror's, for a mirror's client). */
+  readonly host: string;
 
-  constructor(private readonly ref: RegistryRef) {
+  constructor(private readonly ref: RegistryRef, private readonly options: ClientOptions = {}) {
+    this.host = new URL(ref.origin).host;
     this.policy = new AddressPolicy(new URL(ref.origin).hostname);
     this.agent = new Agent({
       bodyTimeout: REGISTRY_DEFAULTS.bodyTimeoutMs,
       headersTimeout: REGISTRY_DEFAULTS.headersTimeoutMs,
-      connect: { timeout: REGISTRY_DEFAULTS.connectTimeoutMs, lookup: this.policy.lookup },
+      connect: { timeout: REGISTRY_DEFAULTS.connectTimeoutMs, lookup: this.policy.lookup, ...(options.secureContext ? { secureContext: options.secureContext } : {}) },
     });
     this.retrying = new RetryAgent(this.agent, {
       maxRetries: REGISTRY_DEFAULTS.maxRetries,
@@ -93,13 +120,33 @@ export class RegistryClient {
   async send(url: string, options: SendOptions = {}): Promise<RegistryResponse> {
     let res = await this.sendFollowing(url, options);
     if (res.statusCode === 401 && this.canRetryBody(options)) {
-      const challenge = header(res.headers, "www-authenticate");
+      const challenge = header(res.headers, "www-authenticate") ?? "";
       discard(res.body);
-      if (!challenge) throw new RegistryError(`registry ${this.ref.name.host} requires authentication`);
-      this.token = await this.fetchToken(challenge, options.signal);
+      const refused = await this.authenticate(challenge, options.signal);
       res = await this.sendFollowing(url, options);
+      if (res.statusCode === 401) await expectStatus(res, [], refused);
     }
     return res;
+  }
+
+  /**
+   * Answers a challenge: sets the authorization later requests carry. Returns what a second 401
+   * means (credentials refused, or none to offer).
+   */
+  private async authenticate(challenge: string, signal?: AbortSignal): Promise<string> {
+    const file = this.options.authFile;
+    const found = file === undefined ? { credentials: undefined, missing: "no credentials file (SERVICE_REGISTRY_AUTH)" } : await lookupCredentials(file, this.host);
+    const { credentials } = found;
+    const refused = credentials ? `registry ${this.host} refused the credentials for it in ${file}` : `registry ${this.host} requires authentication: ${found.missing}`;
+    if (/^\s*basic\b/i.test(challenge)) {
+      if (!credentials) throw new RegistryError(refused);
+      this.authorization = basicAuthorization(credentials);
+    } else if (/^\s*bearer\b/i.test(challenge)) {
+      this.authorization = `Bearer ${await this.fetchToken(challenge, credentials, refused, signal)}`;
+    } else {
+      throw new RegistryError(challenge === "" ? refused : `registry ${this.host} asks for an authentication scheme lmd does not support: ${printable(challenge.split(/\s/)[0] ?? "")}`);
+    }
+    return refused;
   }
 
   /**
@@ -119,7 +166,7 @@ export class RegistryClient {
         discard(res.body); // unread, it would hold the connection (and close()) until the registry gives up
         throw new RegistryError(`manifest too large (${length} bytes, limit ${REGISTRY_DEFAULTS.maxManifestBytes})`);
       }
-      const text = await readLimited(res.body, REGISTRY_DEFAULTS.maxManifestBytes, REGISTRY_DEFAULTS.manifestTimeoutMs, `registry ${this.ref.name.host} did not send the manifest within ${seconds(REGISTRY_DEFAULTS.manifestTimeoutMs)}`);
+      const text = await readLimited(res.body, REGISTRY_DEFAULTS.maxManifestBytes, REGISTRY_DEFAULTS.manifestTimeoutMs, `registry ${this.host} did not send the manifest within ${seconds(REGISTRY_DEFAULTS.manifestTimeoutMs)}`);
       let value: unknown;
       try {
         value = JSON.parse(text);
@@ -129,7 +176,7 @@ export class RegistryClient {
       return validateManifest(value);
     } catch (err) {
       if (err instanceof NotFoundError || signal?.aborted || !(err instanceof Error)) throw err;
-      const message = err instanceof HttpError ? err.message : describe(err, this.ref.name.host);
+      const message = err instanceof HttpError ? err.message : describe(err, this.host);
       throw new RegistryError(`pull model manifest: ${message}`);
     }
   }
@@ -141,7 +188,7 @@ export class RegistryClient {
   private async sendFollowing(url: string, options: SendOptions): Promise<RegistryResponse> {
     let current = url;
     await this.policy.init().catch((err: unknown) => {
-      throw new RegistryError(describe(err, this.ref.name.host));
+      throw new RegistryError(describe(err, this.host));
     });
     for (let hop = 0; ; hop++) {
       const target = new URL(current);
@@ -153,7 +200,7 @@ export class RegistryClient {
       const sameHost = target.host === new URL(this.ref.origin).host;
       const method = options.method ?? "GET";
       const headers: Record<string, string> = { "user-agent": USER_AGENT, ...options.headers };
-      if (sameHost && this.token) headers.authorization = `Bearer ${this.token}`;
+      if (sameHost && this.authorization) headers.authorization = this.authorization;
       const dispatcher = method === "GET" || method === "HEAD" ? this.retrying : this.agent;
       const res = await request(target, { method, headers, body: options.body, signal: options.signal, dispatcher }).catch((err: unknown) => {
         if (options.signal?.aborted) throw err;
@@ -171,10 +218,14 @@ export class RegistryClient {
     }
   }
 
-  /** The bearer-token flow: `GET <realm>?service=...&scope=...` → `{token}` or `{access_token}`. */
-  private async fetchToken(challenge: string, signal?: AbortSignal): Promise<string> {
+  /**
+   * The bearer-token flow: `GET <realm>?service=...&scope=...` → `{token}` or `{access_token}`,
+   * with the credentials as Basic authentication when there are some (`refused` is the error when
+   * the realm does not accept them).
+   */
+  private async fetchToken(challenge: string, credentials: Credentials | undefined, refused: string, signal?: AbortSignal): Promise<string> {
     const params = parseChallenge(challenge);
-    if (!params || !params.realm) throw new RegistryError(`registry ${this.ref.name.host} requires authentication`);
+    if (!params || !params.realm) throw new RegistryError(`registry ${this.host} requires authentication`);
     let realm: URL;
     try {
       realm = new URL(params.realm);
@@ -189,9 +240,15 @@ export class RegistryClient {
     }
     if (params.service) realm.searchParams.set("service", params.service);
     if (params.scope) realm.searchParams.set("scope", params.scope);
-    const res = await request(realm, { headers: { "user-agent": USER_AGENT }, signal, dispatcher: this.retrying }).catch((err: unknown) => {
+    const headers: Record<string, string> = { "user-agent": USER_AGENT };
+    if (credentials) {
+      realm.searchParams.set("account", credentials.username);
+      headers.authorization = basicAuthorization(credentials);
+    }
+    const res = await request(realm, { headers, signal, dispatcher: this.retrying }).catch((err: unknown) => {
       throw new RegistryError(describe(err, realm.host));
     });
+    if (res.statusCode === 401 || res.statusCode === 403) await expectStatus(res, [], credentials ? refused : `registry ${this.host} requires authentication`);
     await expectStatus(res, [200], "registry authentication");
     let body: { token?: unknown; access_token?: unknown };
     try {

@@ -5,6 +5,7 @@
 import type { Dispatcher } from "undici";
 import { HttpError } from "../errors.js";
 import { printable } from "../store/names.js";
+import { describeTls } from "./tls.js";
 
 /** A registry failure, shown to the client (status 500 unless the registry said otherwise). */
 export class RegistryError extends HttpError {
@@ -137,6 +138,8 @@ export function describe(err: unknown, host: string): string {
     case "LMD_ADDRESS_REFUSED":
       return `registry redirect refused: ${printable(e.message ?? "")}`;
   }
+  const tlsFailure = describeTls(err, host);
+  if (tlsFailure) return tlsFailure;
   if (e?.statusCode) return `registry ${host} answered status ${e.statusCode}`;
   return unreachable(printable(e?.code ?? e?.message ?? String(err)));
 }

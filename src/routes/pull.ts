@@ -15,7 +15,7 @@ import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
 import { registryRef } from "../registry/reference.js";
 import { downloadBlob, publishBlob, verifyBlob } from "../registry/download.js";
-import { RegistryClient } from "../registry/client.js";
+import { openClient } from "../registry/client.js";
 import { commitManifest, manifestDigests, removeUnreferenced } from "../store/admin.js";
 import { withNames } from "../store/locks.js";
 import type { Layer } from "../store/store.js";
@@ -31,12 +31,12 @@ export function pullRoutes(router: Router, services: Services): void {
   router.add("POST", "/api/pull", (ctx) => pull(ctx, services));
 }
 
-async function pull(ctx: RequestContext, { store, scheduler }: Services): Promise<void> {
+async function pull(ctx: RequestContext, { store, scheduler, config }: Services): Promise<void> {
   const body = validate(await readJson(ctx.req, ctx.maxBodyBytes));
   const input = modelField(body);
   const ref = registryRef(input, body.insecure === true);
   assertIdle(scheduler, input);
-  const client = new RegistryClient(ref);
+  const client = await openClient(ref, config.registry);
   // The first line goes out before the registry is asked, as Ollama does: a client sees at once
   // that the pull started, and a registry failure is the stream's last line (status 200 already
   // sent, so the CLI does not retry what retrying cannot fix). Without streaming, the real status.

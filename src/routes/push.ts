@@ -13,7 +13,7 @@ import { compileValidator } from "../http/validate.js";
 import { printable } from "../store/names.js";
 import { registryRef } from "../registry/reference.js";
 import { pushBlob, pushManifest } from "../registry/push.js";
-import { RegistryClient } from "../registry/client.js";
+import { openClient } from "../registry/client.js";
 import { modelField, Progress } from "./model-common.js";
 import type { Services } from "./services.js";
 
@@ -23,15 +23,15 @@ export function pushRoutes(router: Router, services: Services): void {
   router.add("POST", "/api/push", (ctx) => push(ctx, services));
 }
 
-async function push(ctx: RequestContext, { store }: Services): Promise<void> {
+async function push(ctx: RequestContext, { store, config }: Services): Promise<void> {
   const body = validate(await readJson(ctx.req, ctx.maxBodyBytes));
   const input = modelField(body);
   const ref = registryRef(input, body.insecure === true);
   const found = await store.findModel(input);
   if (!found) throw new ModelNotFoundError(printable(input));
   const { manifest } = found;
+  const client = await openClient(ref, config.registry);
   const unpin = store.pin([manifest.config.digest, ...manifest.layers.map((l) => l.digest)]);
-  const client = new RegistryClient(ref);
   try {
     const progress = new Progress(ctx.res, body.stream !== false);
     await progress.send({ status: "retrieving manifest" });
