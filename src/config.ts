@@ -66,7 +66,7 @@ export interface Config {
   cacheDir: string;
   cacheMaxBytes: number;
   cacheMinTokens: number;
-  /** Where pulls and pushes find credentials and trust. */
+  /** Where pulls and pushes find credentials and trust, and which mirrors pulls try first. */
   registry: RegistryConfig;
 }
 
@@ -75,6 +75,8 @@ export interface RegistryConfig {
   authFile: string;
   /** PEM file of extra CA certificates. */
   caFile: string | undefined;
+  /** Registry host (`host[:port]`, lower case) → mirror origins (`scheme://host[:port]`), tried in order. */
+  mirrors: ReadonlyMap<string, readonly string[]>;
 }
 
 export type KvCacheType = "f16" | "q8_0" | "q4_0";
@@ -111,6 +113,7 @@ export const VARIABLES = {
   SERVICE_TRUNCATE: { default: "true", meaning: "default of truncate on /api/generate, /api/chat and /v1: true drops the oldest turns of a prompt longer than the context, false answers 400 (1/0/true/false/yes/no/on/off)" },
   SERVICE_REGISTRY_AUTH: { default: "~/.docker/config.json", meaning: "registry credentials in Docker's config.json format (the auths entries docker login writes); read at each pull and push; mode 0600" },
   SERVICE_REGISTRY_CA: { default: "", meaning: "PEM file of CA certificates trusted for registries and mirrors, besides the system's" },
+  SERVICE_REGISTRY_MIRRORS: { default: "", meaning: "pull-through mirrors, comma separated <registry host>=<mirror URL> (registry.ollama.ai=https://mirror.lan:5000): pulls try the mirror first, then the registry" },
 } as const;
 
 export type VariableName = keyof typeof VARIABLES;
@@ -149,6 +152,7 @@ const schema = {
     SERVICE_FLASH_ATTENTION: { type: "string", default: "auto" },
     SERVICE_REGISTRY_AUTH: { type: "string", default: VARIABLES.SERVICE_REGISTRY_AUTH.default },
     SERVICE_REGISTRY_CA: { type: "string" },
+    SERVICE_REGISTRY_MIRRORS: { type: "string", default: "" },
   },
 } as const;
 
@@ -182,6 +186,7 @@ interface RawEnv {
   SERVICE_CACHE_MIN_TOKENS: number;
   SERVICE_REGISTRY_AUTH: string;
   SERVICE_REGISTRY_CA?: string;
+  SERVICE_REGISTRY_MIRRORS: string;
 }
 
 /** Reads and checks the configuration from `env` (never from `process.env` directly). */
@@ -235,6 +240,7 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
     registry: Object.freeze({
       authFile: expandHome(raw.SERVICE_REGISTRY_AUTH, env),
       caFile: raw.SERVICE_REGISTRY_CA === undefined ? undefined : expandHome(raw.SERVICE_REGISTRY_CA, env),
+      mirrors: parseMirrors(raw.SERVICE_REGISTRY_MIRRORS, "SERVICE_REGISTRY_MIRRORS"),
     }),
   });
 }
@@ -373,6 +379,35 @@ export function clientUrl(listen: ListenAddress): string {
 
 function isIPv6(host: string): boolean {
   return /^[0-9a-f:.]+$/i.test(host) && host.includes(":") && host.split("::").length <= 2;
+}
+
+/**
+ * `registry.ollama.ai=https://mirror.lan:5000,hf.co=http://10.0.0.5:5000`: each registry host's
+ * mirrors in the order given (a host may be named more than once). A mirror is an origin: the
+ * distribution API lives at its `/v2/`, so a path is refused.
+ */
+export function parseMirrors(value: string, variable: string): ReadonlyMap<string, readonly string[]> {
+  const out = new Map<string, string[]>();
+  for (const entry of splitList(value)) {
+    const eq = entry.indexOf("=");
+    const host = eq < 0 ? "" : entry.slice(0, eq).trim().toLowerCase();
+    const target = eq < 0 ? "" : entry.slice(eq + 1).trim();
+    if (!/^[a-z0-9.-]+(:[0-9]{1,5})?$|^\[[0-9a-f:.]+\](:[0-9]{1,5})?$/.test(host) || target === "") {
+      throw new ConfigError(variable, `'${entry}' is not <registry host>=<mirror URL>`);
+    }
+    let url: URL;
+    try {
+      url = new URL(target);
+    } catch {
+      throw new ConfigError(variable, `'${target}' is not a URL (example: https://mirror.lan:5000)`);
+    }
+    if (url.protocol !== "https:" && url.protocol !== "http:") throw new ConfigError(variable, `'${target}': a mirror is an http:// or https:// URL`);
+    if (url.pathname !== "/" || url.search || url.hash || url.username || url.password) {
+      throw new ConfigError(variable, `'${target}': a mirror is named by its origin only (scheme://host:port), without path or credentials`);
+    }
+    out.set(host, [...(out.get(host) ?? []), url.origin]);
+  }
+  return out;
 }
 
 function splitList(value: string): string[] {

@@ -6,7 +6,9 @@
  * final object, or the error with its status (404 for a model the registry does not know). When
  * streaming, `pulling manifest` is sent before the registry is asked, and every registry failure
  * is the stream's last line, as in Ollama. Blobs are resumable across pulls (registry/download.ts);
- * the manifest is written only after every blob is verified.
+ * the manifest is written only after every blob is verified. With mirrors configured for the
+ * registry (registry/mirror.ts), the manifest and each blob are asked of the mirror first and of
+ * the next source (at last the registry) when it fails.
  */
 import type { PullRequest } from "../api/model-types.js";
 import { pullSchema } from "../api/model-schemas.js";
@@ -15,7 +17,9 @@ import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
 import { registryRef } from "../registry/reference.js";
 import { downloadBlob, publishBlob, verifyBlob } from "../registry/download.js";
-import { openClient } from "../registry/client.js";
+import { openClient, type RegistryClient } from "../registry/client.js";
+import { pullSources } from "../registry/mirror.js";
+import type { RegistryRef } from "../registry/reference.js";
 import { commitManifest, manifestDigests, removeUnreferenced } from "../store/admin.js";
 import { withNames } from "../store/locks.js";
 import type { Layer } from "../store/store.js";
@@ -36,7 +40,7 @@ async function pull(ctx: RequestContext, { store, scheduler, config }: Services)
   const input = modelField(body);
   const ref = registryRef(input, body.insecure === true);
   assertIdle(scheduler, input);
-  const client = await openClient(ref, config.registry);
+  const sources = new Sources(ctx, pullSources(ref, config.registry.mirrors), (r) => openClient(r, config.registry));
   // The first line goes out before the registry is asked, as Ollama does: a client sees at once
   // that the pull started, and a registry failure is the stream's last line (status 200 already
   // sent, so the CLI does not retry what retrying cannot fix). Without streaming, the real status.
@@ -45,22 +49,33 @@ async function pull(ctx: RequestContext, { store, scheduler, config }: Services)
   const published: string[] = [];
   let unpin = () => {};
   try {
-    const manifest = await client.fetchManifest(ctx.signal);
+    const manifest = await sources.attempt(async (client) => client.fetchManifest(ctx.signal));
     unpin = store.pin(manifestDigests(manifest));
     const layers = unique([...manifest.layers, manifest.config]);
+    const verified = new Set<string>();
     for (const layer of layers) {
       const status = `pulling ${layer.digest.slice(7, 19)}`;
       let last = 0;
-      await downloadBlob(client, store, ref, layer, (completed) => {
-        if (Date.now() - last < PROGRESS_INTERVAL_MS) return;
-        last = Date.now();
-        void progress.send({ status, digest: layer.digest, total: layer.size, completed });
-      }, ctx.signal);
+      const download = (client: RegistryClient, from: RegistryRef) =>
+        downloadBlob(client, store, from, layer, (completed) => {
+          if (Date.now() - last < PROGRESS_INTERVAL_MS) return;
+          last = Date.now();
+          void progress.send({ status, digest: layer.digest, total: layer.size, completed });
+        }, ctx.signal);
+      await sources.attempt(async (client, from) => {
+        await download(client, from);
+        // A mirror's layer is verified at once, so that wrong bytes (removed by verifyBlob) are
+        // fetched again from the next source; the registry's own layers are verified below.
+        if (sources.onMirror) {
+          await verifyBlob(store, layer);
+          verified.add(layer.digest);
+        }
+      });
       await progress.send({ status, digest: layer.digest, total: layer.size, completed: layer.size });
     }
     await progress.send({ status: "verifying sha256 digest" });
     // Every layer is verified before any is published: a mismatch leaves no blob that nothing references.
-    for (const layer of layers) await verifyBlob(store, layer);
+    for (const layer of layers) if (!verified.has(layer.digest)) await verifyBlob(store, layer);
     for (const layer of layers) if (await publishBlob(store, layer)) published.push(layer.digest);
     await progress.send({ status: "writing manifest" });
     await withNames(store, [input], () => commitManifest(store, input, manifest));
@@ -71,7 +86,51 @@ async function pull(ctx: RequestContext, { store, scheduler, config }: Services)
     unpin();
     // Blobs published by a pull that then failed (the manifest write): nothing references them.
     if (published.length > 0) await removeUnreferenced(store, published).catch(() => undefined);
-    await client.close();
+    await sources.close();
+  }
+}
+
+/** The sources of one pull (mirrors, then the registry), with a client each, opened when first asked. */
+class Sources {
+  private index = 0;
+  private readonly clients = new Map<number, Promise<RegistryClient>>();
+
+  constructor(private readonly ctx: RequestContext, private readonly refs: RegistryRef[], private readonly open: (ref: RegistryRef) => Promise<RegistryClient>) {}
+
+  /** True while the source asked is a mirror. */
+  get onMirror(): boolean {
+    return this.index < this.refs.length - 1;
+  }
+
+  /**
+   * Runs `step` against the current source; when it fails on a mirror, moves to the next source
+   * (for the rest of the pull) and runs it again there. The registry's own failure is final.
+   */
+  async attempt<T>(step: (client: RegistryClient, ref: RegistryRef) => Promise<T>): Promise<T> {
+    for (;;) {
+      const ref = this.refs[this.index]!;
+      try {
+        return await step(await this.client(this.index), ref);
+      } catch (err) {
+        if (!this.onMirror || this.ctx.signal.aborted) throw err;
+        const next = this.refs[this.index + 1]!;
+        this.ctx.log.warn({ mirror: new URL(ref.origin).host, next: new URL(next.origin).host, err: err instanceof Error ? err.message : String(err) }, "registry mirror failed; asking the next source");
+        this.index++;
+      }
+    }
+  }
+
+  private client(i: number): Promise<RegistryClient> {
+    let c = this.clients.get(i);
+    if (!c) {
+      c = this.open(this.refs[i]!);
+      this.clients.set(i, c);
+    }
+    return c;
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.clients.values()) await c.then((client) => client.close(), () => undefined);
   }
 }
 

@@ -1,19 +1,37 @@
 /**
- * The registry settings' own rules: which credentials a Docker config.json gives for a host (and
- * when the file is refused), and the TLS failures' wording.
+ * The registry settings' own rules: SERVICE_REGISTRY_MIRRORS's grammar, which credentials a
+ * Docker config.json gives for a host (and when the file is refused), and the TLS failures'
+ * wording.
  */
 import { chmodSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import t from "tap";
-import { loadConfig } from "../../src/config.js";
+import { ConfigError, loadConfig, parseMirrors } from "../../src/config.js";
 import { authKeyHost, lookupCredentials } from "../../src/registry/credentials.js";
+import { pullSources } from "../../src/registry/mirror.js";
+import { registryRef } from "../../src/registry/reference.js";
 import { describeTls } from "../../src/registry/tls.js";
 
-t.test("SERVICE_REGISTRY_AUTH and SERVICE_REGISTRY_CA", async (t) => {
+t.test("SERVICE_REGISTRY_MIRRORS: host=origin pairs, in order, several per host", async (t) => {
+  const m = parseMirrors("registry.ollama.ai=https://mirror.lan:5000, Registry.Ollama.ai=http://10.0.0.5:5000/ ,hf.co=https://m2", "V");
+  t.same([...m], [["registry.ollama.ai", ["https://mirror.lan:5000", "http://10.0.0.5:5000"]], ["hf.co", ["https://m2"]]]);
+  t.same([...parseMirrors("", "V")], []);
+  for (const bad of ["mirror.lan:5000", "=https://m", "a b=https://m", "r=ftp://m", "r=https://m/path", "r=https://u:p@m", "r=not a url"]) {
+    t.throws(() => parseMirrors(bad, "SERVICE_REGISTRY_MIRRORS"), ConfigError, `'${bad}' is refused`);
+  }
+  t.throws(() => loadConfig({ SERVICE_REGISTRY_MIRRORS: "r=https://m/v2" }), /invalid configuration: SERVICE_REGISTRY_MIRRORS: .*origin only/);
   const c = loadConfig({ HOME: "/home/u" });
   t.equal(c.registry.authFile, "/home/u/.docker/config.json", "default: the user's docker login file");
   t.equal(c.registry.caFile, undefined);
   t.equal(loadConfig({ HOME: "/home/u", SERVICE_REGISTRY_CA: "~/ca.pem" }).registry.caFile, "/home/u/ca.pem");
+});
+
+t.test("pull sources: the host's mirrors, then the registry", async (t) => {
+  const mirrors = parseMirrors("registry.ollama.ai=https://m1,registry.ollama.ai=https://m2,other:5000=https://m3", "V");
+  t.same(pullSources(registryRef("llama3"), mirrors).map((r) => r.origin), ["https://m1", "https://m2", "https://registry.ollama.ai"]);
+  t.same(pullSources(registryRef("other:5000/a/b:c", true), mirrors).map((r) => r.origin), ["https://m3", "http://other:5000"]);
+  t.same(pullSources(registryRef("hf.co/u/r:q"), mirrors).map((r) => r.origin), ["https://hf.co"], "no mirror: the registry only");
+  t.equal(pullSources(registryRef("llama3"), mirrors)[0]!.repository, "library/llama3", "same repository and tag at the mirror");
 });
 
 t.test("credentials from config.json", async (t) => {
