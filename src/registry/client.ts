@@ -221,7 +221,7 @@ export class RegistryClient {
   /**
    * The bearer-token flow: `GET <realm>?service=...&scope=...` → `{token}` or `{access_token}`,
    * with the credentials as Basic authentication when there are some (`refused` is the error when
-   * the realm does not accept them).
+   * the realm does not accept them, or asks for credentials there are none of).
    */
   private async fetchToken(challenge: string, credentials: Credentials | undefined, refused: string, signal?: AbortSignal): Promise<string> {
     const params = parseChallenge(challenge);
@@ -248,7 +248,7 @@ export class RegistryClient {
     const res = await request(realm, { headers, signal, dispatcher: this.retrying }).catch((err: unknown) => {
       throw new RegistryError(describe(err, realm.host));
     });
-    if (res.statusCode === 401 || res.statusCode === 403) await expectStatus(res, [], credentials ? refused : `registry ${this.host} requires authentication`);
+    if (res.statusCode === 401 || res.statusCode === 403) await expectStatus(res, [], refused);
     await expectStatus(res, [200], "registry authentication");
     let body: { token?: unknown; access_token?: unknown };
     try {

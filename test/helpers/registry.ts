@@ -7,7 +7,8 @@
  * - Push: `POST /v2/<repo>/blobs/uploads/` → 202 + Location, `PATCH <location>` appends,
  *   `PUT <location>?digest=` checks the sha256 and stores (201), `PUT /v2/<repo>/manifests/<tag>`.
  * - `auth: true`: every `/v2/` request needs `Authorization: Bearer <token>`; otherwise 401 with
- *   `WWW-Authenticate: Bearer realm=".../token",service=...,scope=...`; `GET /token` issues one.
+ *   `WWW-Authenticate: Bearer realm=".../token",service=...,scope=...`; `GET /token` issues one
+ *   (with `tokenCredentials`, only to a request with those Basic credentials; 401 otherwise).
  * - Faults (`registry.faults`): cut a blob off after N bytes (`cut`), stall after N bytes
  *   (`stall`, once or for good), serve wrong bytes (`corrupt`), answer a status (`failStatus`),
  *   hang on manifests before or after the head (`manifestHang`), redirect blob GETs anywhere
@@ -90,6 +91,8 @@ export interface RegistryOptions {
   redirect?: boolean;
   /** Realm to announce instead of this registry's own `/token` (to test a foreign realm). */
   realm?: string;
+  /** `user:password` the token endpoint requires as Basic authentication (a private registry). */
+  tokenCredentials?: string;
   /** Address both servers listen on (default 127.0.0.1). */
   address?: string;
 }
@@ -162,6 +165,9 @@ export async function startTestRegistry(t: Test, options: RegistryOptions = {}):
     }
     if (url.pathname === "/token") {
       stats.tokenRequests++;
+      if (options.tokenCredentials !== undefined && req.headers.authorization !== `Basic ${Buffer.from(options.tokenCredentials).toString("base64")}`) {
+        return json(res, 401, { errors: [{ code: "UNAUTHORIZED", message: "invalid username or password" }] });
+      }
       const token = randomBytes(8).toString("hex");
       tokens.add(token);
       return json(res, 200, { token });
