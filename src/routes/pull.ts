@@ -18,7 +18,7 @@ import { compileValidator } from "../http/validate.js";
 import { registryRef } from "../registry/reference.js";
 import { downloadBlob, publishBlob, verifyBlob } from "../registry/download.js";
 import { openClient, type RegistryClient } from "../registry/client.js";
-import { pullSources } from "../registry/mirror.js";
+import { PullSources, pullSources } from "../registry/mirror.js";
 import type { RegistryRef } from "../registry/reference.js";
 import { commitManifest, manifestDigests, removeUnreferenced } from "../store/admin.js";
 import { withNames } from "../store/locks.js";
@@ -40,7 +40,7 @@ async function pull(ctx: RequestContext, { store, scheduler, config }: Services)
   const input = modelField(body);
   const ref = registryRef(input, body.insecure === true);
   assertIdle(scheduler, input);
-  const sources = new Sources(ctx, pullSources(ref, config.registry.mirrors), (r) => openClient(r, config.registry));
+  const sources = new PullSources(pullSources(ref, config.registry.mirrors), (r) => openClient(r, config.registry), ctx.log, ctx.signal);
   // The first line goes out before the registry is asked, as Ollama does: a client sees at once
   // that the pull started, and a registry failure is the stream's last line (status 200 already
   // sent, so the CLI does not retry what retrying cannot fix). Without streaming, the real status.
@@ -87,50 +87,6 @@ async function pull(ctx: RequestContext, { store, scheduler, config }: Services)
     // Blobs published by a pull that then failed (the manifest write): nothing references them.
     if (published.length > 0) await removeUnreferenced(store, published).catch(() => undefined);
     await sources.close();
-  }
-}
-
-/** The sources of one pull (mirrors, then the registry), with a client each, opened when first asked. */
-class Sources {
-  private index = 0;
-  private readonly clients = new Map<number, Promise<RegistryClient>>();
-
-  constructor(private readonly ctx: RequestContext, private readonly refs: RegistryRef[], private readonly open: (ref: RegistryRef) => Promise<RegistryClient>) {}
-
-  /** True while the source asked is a mirror. */
-  get onMirror(): boolean {
-    return this.index < this.refs.length - 1;
-  }
-
-  /**
-   * Runs `step` against the current source; when it fails on a mirror, moves to the next source
-   * (for the rest of the pull) and runs it again there. The registry's own failure is final.
-   */
-  async attempt<T>(step: (client: RegistryClient, ref: RegistryRef) => Promise<T>): Promise<T> {
-    for (;;) {
-      const ref = this.refs[this.index]!;
-      try {
-        return await step(await this.client(this.index), ref);
-      } catch (err) {
-        if (!this.onMirror || this.ctx.signal.aborted) throw err;
-        const next = this.refs[this.index + 1]!;
-        this.ctx.log.warn({ mirror: new URL(ref.origin).host, next: new URL(next.origin).host, err: err instanceof Error ? err.message : String(err) }, "registry mirror failed; asking the next source");
-        this.index++;
-      }
-    }
-  }
-
-  private client(i: number): Promise<RegistryClient> {
-    let c = this.clients.get(i);
-    if (!c) {
-      c = this.open(this.refs[i]!);
-      this.clients.set(i, c);
-    }
-    return c;
-  }
-
-  async close(): Promise<void> {
-    for (const c of this.clients.values()) await c.then((client) => client.close(), () => undefined);
   }
 }
 
