@@ -144,7 +144,8 @@ export class RegistryClient {
     } else if (/^\s*bearer\b/i.test(challenge)) {
       this.authorization = `Bearer ${await this.fetchToken(challenge, credentials, refused, signal)}`;
     } else {
-      throw new RegistryError(challenge === "" ? refused : `registry ${this.host} asks for an authentication scheme lmd does not support: ${printable(challenge.split(/\s/)[0] ?? "")}`);
+      const scheme = printable(challenge.split(/\s/)[0] ?? "");
+      throw new RegistryError(challenge === "" ? `registry ${this.host} requires authentication and names no scheme (no WWW-Authenticate)` : `registry ${this.host} asks for an authentication scheme lmd does not support: ${scheme}`);
     }
     return refused;
   }

@@ -41,3 +41,12 @@ t.test("a token server that wants credentials", async (t) => {
   t.same(toBlobHost.map((r) => r.authorization), toBlobHost.map(() => undefined), "no Authorization went to the blob host");
   t.ok(reg.stats.blobRequests.filter((r) => r.server === "registry").every((r) => r.authorization?.startsWith("Bearer ")), "the registry got the token, never the password");
 });
+
+t.test("a 401 without a challenge", async (t) => {
+  const reg = await startTestRegistry(t);
+  reg.addModel("team/tiny", "v1", [{ mediaType: MODEL, data: Buffer.from("not used") }]);
+  const d = await startDaemon(t, { models: [] });
+  const pull = async () => (await (await postJson(`${d.url}/api/pull`, { model: `${reg.host}/team/tiny:v1`, insecure: true, stream: false })).json()) as Record<string, unknown>;
+  reg.faults.failStatus = { path: /manifests/, status: 401 };
+  t.same(await pull(), { error: `pull model manifest: registry ${reg.host} requires authentication and names no scheme (no WWW-Authenticate)` });
+});
