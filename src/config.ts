@@ -75,6 +75,12 @@ export interface RegistryConfig {
   authFile: string;
   /** PEM file of extra CA certificates. */
   caFile: string | undefined;
+  /**
+   * Node's NODE_EXTRA_CA_CERTS, which Node adds to its default store: a secure context with
+   * caFile's certificates is built from a copy of the store that lacks them, so they are added
+   * again there.
+   */
+  nodeExtraCaFile: string | undefined;
   /** Registry host (`host[:port]`, lower case) → mirror origins (`scheme://host[:port]`), tried in order. */
   mirrors: ReadonlyMap<string, readonly string[]>;
 }
@@ -240,6 +246,7 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
     registry: Object.freeze({
       authFile: expandHome(raw.SERVICE_REGISTRY_AUTH, env),
       caFile: raw.SERVICE_REGISTRY_CA === undefined ? undefined : expandHome(raw.SERVICE_REGISTRY_CA, env),
+      nodeExtraCaFile: env.NODE_EXTRA_CA_CERTS?.trim() || undefined,
       mirrors: parseMirrors(raw.SERVICE_REGISTRY_MIRRORS, "SERVICE_REGISTRY_MIRRORS"),
     }),
   });

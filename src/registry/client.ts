@@ -76,7 +76,7 @@ export interface ClientOptions {
 
 /** A client for `ref` with the daemon's registry settings (the CA file is read now). */
 export async function openClient(ref: RegistryRef, config: RegistryConfig): Promise<RegistryClient> {
-  const secureContext = config.caFile === undefined ? undefined : await secureContextWith(config.caFile);
+  const secureContext = config.caFile === undefined ? undefined : await secureContextWith(config.caFile, config.nodeExtraCaFile);
   return new RegistryClient(ref, { authFile: config.authFile, secureContext });
 }
 

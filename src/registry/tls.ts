@@ -3,7 +3,9 @@
  * store, and TLS failures said in words that name the host and what to do.
  *
  * Node's `ca` option replaces the default roots; adding the file's certificates to a default
- * secure context keeps them (the bundled or system store, and NODE_EXTRA_CA_CERTS) and adds these.
+ * secure context keeps them (the bundled store, or the system's with --use-openssl-ca) and adds
+ * these. That context starts from a copy of the store without NODE_EXTRA_CA_CERTS's certificates
+ * (Node adds those to its shared store only), so they are added again.
  * There is no switch that turns verification off: `insecure: true` on a pull or push means plain
  * http, and only when the request asks for it.
  */
@@ -13,8 +15,13 @@ import { HttpError } from "../errors.js";
 
 const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
 
-/** A secure context trusting the default roots and every certificate in the PEM file `caFile`. */
-export async function secureContextWith(caFile: string): Promise<tls.SecureContext> {
+/**
+ * A secure context trusting the default roots, the certificates of `nodeExtraCaFile`
+ * (NODE_EXTRA_CA_CERTS, unreadable: skipped, as Node itself does with a warning) and every
+ * certificate in the PEM file `caFile`.
+ */
+export async function secureContextWith(caFile: string, nodeExtraCaFile?: string): Promise<tls.SecureContext> {
+  const extra = nodeExtraCaFile === undefined ? "" : await fs.readFile(nodeExtraCaFile, "utf8").catch(() => "");
   let text: string;
   try {
     text = await fs.readFile(caFile, "utf8");
@@ -25,6 +32,13 @@ export async function secureContextWith(caFile: string): Promise<tls.SecureConte
   if (certs.length === 0) throw new HttpError(500, `SERVICE_REGISTRY_CA ${caFile} holds no PEM certificate`);
   const context = tls.createSecureContext();
   const native = (context as unknown as { context: { addCACert(pem: string): void } }).context;
+  for (const pem of extra.match(PEM_CERT) ?? []) {
+    try {
+      native.addCACert(pem);
+    } catch {
+      // Node skipped it too
+    }
+  }
   for (const pem of certs) {
     try {
       native.addCACert(pem);
