@@ -124,14 +124,12 @@ export const VARIABLES = {
 
 export type VariableName = keyof typeof VARIABLES;
 
-const DURATION = "^-?[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)?([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))*$";
-
 const schema = {
   type: "object",
   properties: {
     SERVICE_HOST: { type: "string", default: VARIABLES.SERVICE_HOST.default },
     SERVICE_MODELS: { type: "string" },
-    SERVICE_KEEP_ALIVE: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_KEEP_ALIVE.default },
+    SERVICE_KEEP_ALIVE: { type: "string", default: VARIABLES.SERVICE_KEEP_ALIVE.default },
     SERVICE_NUM_PARALLEL: { type: "integer", minimum: 1, maximum: 64, default: 1 },
     SERVICE_MAX_LOADED_MODELS: { type: "integer", minimum: 0, maximum: 64, default: 0 },
     SERVICE_MAX_QUEUE: { type: "integer", minimum: 0, maximum: 1_000_000, default: 512 },
@@ -141,15 +139,15 @@ const schema = {
     SERVICE_MAX_BODY: { type: "string", default: VARIABLES.SERVICE_MAX_BODY.default },
     SERVICE_LOG_LEVEL: { type: "string", enum: ["fatal", "error", "warn", "info", "debug", "trace", "silent"], default: "info" },
     SERVICE_LOG_DIR: { type: "string" },
-    SERVICE_SHUTDOWN_TIMEOUT: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_SHUTDOWN_TIMEOUT.default },
-    SERVICE_LOAD_TIMEOUT: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_LOAD_TIMEOUT.default },
-    SERVICE_WRITE_TIMEOUT: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_WRITE_TIMEOUT.default },
-    SERVICE_RENDER_TIMEOUT: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_RENDER_TIMEOUT.default },
+    SERVICE_SHUTDOWN_TIMEOUT: { type: "string", default: VARIABLES.SERVICE_SHUTDOWN_TIMEOUT.default },
+    SERVICE_LOAD_TIMEOUT: { type: "string", default: VARIABLES.SERVICE_LOAD_TIMEOUT.default },
+    SERVICE_WRITE_TIMEOUT: { type: "string", default: VARIABLES.SERVICE_WRITE_TIMEOUT.default },
+    SERVICE_RENDER_TIMEOUT: { type: "string", default: VARIABLES.SERVICE_RENDER_TIMEOUT.default },
     SERVICE_THREADS: { type: "integer", minimum: 1, maximum: 1024 },
     SERVICE_GPU: { type: "string", enum: ["auto", "cuda", "vulkan", "false"], default: "auto" },
     SERVICE_MAX_PREDICT: { type: "integer", minimum: 0, maximum: 100_000_000, default: 0 },
     SERVICE_MODELS_CONFIG: { type: "string" },
-    SERVICE_STREAM_INTERVAL: { type: "string", pattern: DURATION, default: VARIABLES.SERVICE_STREAM_INTERVAL.default },
+    SERVICE_STREAM_INTERVAL: { type: "string", default: VARIABLES.SERVICE_STREAM_INTERVAL.default },
     SERVICE_TRUNCATE: { type: "string", default: "true" },
     SERVICE_CACHE_DIR: { type: "string" },
     SERVICE_CACHE_MAX: { type: "string", default: VARIABLES.SERVICE_CACHE_MAX.default },
@@ -213,7 +211,7 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
     // back in, empty values included.
     raw = envSchema<RawEnv>({ schema, data, env: false, dotenv: false });
   } catch (err) {
-    throw fromSchemaError(err);
+    throw fromSchemaError(err, data);
   }
   const models = raw.SERVICE_MODELS === undefined ? defaultModelsDir(env) : expandHome(raw.SERVICE_MODELS, env);
   return Object.freeze({
@@ -277,7 +275,7 @@ export function resolveCacheSettings(kvCacheType: KvCacheType, flashAttention: F
  * environment, scripts and systemd drop-ins keep working. A variable added later needs only a line
  * here; `value` maps a value whose meaning differs (OLLAMA_DEBUG is a boolean, not a level).
  */
-export const ALIASES: Readonly<Record<string, { variable: string; value?: (v: string) => string | undefined }>> = {
+export const ALIASES: Readonly<Record<string, { variable: string; value?: (v: string) => string | undefined; note?: string }>> = {
   OLLAMA_HOST: { variable: "SERVICE_HOST" },
   OLLAMA_MODELS: { variable: "SERVICE_MODELS" },
   OLLAMA_KEEP_ALIVE: { variable: "SERVICE_KEEP_ALIVE" },
@@ -290,7 +288,7 @@ export const ALIASES: Readonly<Record<string, { variable: string; value?: (v: st
   OLLAMA_KV_CACHE_TYPE: { variable: "SERVICE_KV_CACHE_TYPE" },
   OLLAMA_FLASH_ATTENTION: { variable: "SERVICE_FLASH_ATTENTION" },
   // Ollama reads OLLAMA_DEBUG=1 (or 2 for trace) as "more logging".
-  OLLAMA_DEBUG: { variable: "SERVICE_LOG_LEVEL", value: (v) => (v.trim() === "2" ? "trace" : parseBoolean(v) === true ? "debug" : undefined) },
+  OLLAMA_DEBUG: { variable: "SERVICE_LOG_LEVEL", note: "1 = debug, 2 = trace", value: (v) => (v.trim() === "2" ? "trace" : parseBoolean(v) === true ? "debug" : undefined) },
 };
 
 /**
@@ -309,6 +307,53 @@ export function withAliases(env: Record<string, string | undefined>): { env: Rec
     used.push(alias);
   }
   return { env: out, used };
+}
+
+/** Names read outside the daemon's configuration (the CLI's), which must not be reported as unknown. */
+const OTHER_NAMES = ["OLLAMA_NOHISTORY"];
+
+/** A variable in the environment that lmd does not read but that looks meant for it. */
+export interface UnknownVariable {
+  variable: string;
+  /** The known name nearest to it, when it is close enough to be a misspelling. */
+  suggestion?: string;
+  message: string;
+}
+
+/**
+ * The SERVICE_* and OLLAMA_* names (any case) in `env` that lmd does not read, each with the
+ * nearest known name when it is within three edits of it (a likely misspelling). A misspelled
+ * variable would otherwise be ignored without a word, and its default used.
+ */
+export function unknownVariables(env: Record<string, string | undefined>): UnknownVariable[] {
+  const known = [...Object.keys(VARIABLES), ...Object.keys(ALIASES), ...OTHER_NAMES];
+  const out: UnknownVariable[] = [];
+  for (const name of Object.keys(env).sort()) {
+    if (known.includes(name) || !/^(SERVICE|OLLAMA)_/i.test(name)) continue;
+    let best: string | undefined;
+    let bestDistance = Infinity;
+    for (const k of known) {
+      const d = editDistance(name.toUpperCase(), k);
+      if (d < bestDistance) [best, bestDistance] = [k, d];
+    }
+    const suggestion = bestDistance <= 3 ? best : undefined;
+    const message = suggestion
+      ? `unknown variable ${name} is ignored; did you mean ${suggestion}?`
+      : `unknown variable ${name} is ignored (docs/configuration.md lists the variables lmd reads)`;
+    out.push({ variable: name, ...(suggestion ? { suggestion } : {}), message });
+  }
+  return out;
+}
+
+/** Levenshtein distance (insertions, deletions, substitutions), one row at a time. */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row.push(Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1)));
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
 }
 
 /** Booleans as systemd and Ollama read them: 1/0, true/false, yes/no, on/off, any case; else undefined. */
@@ -461,13 +506,31 @@ function defaultModelsDir(env: Record<string, string | undefined>): string {
   return path.join(env.HOME ?? os.homedir(), ".lmd", "models");
 }
 
-/** Physical cores: unique (package, core) pairs in /proc/cpuinfo, else the logical count. */
+function fromSchemaError(err: unknown, data: Record<string, string>): ConfigError {
+  // env-schema throws ajv's errors (e.g. instancePath "/SERVICE_GPU", keyword "enum"); each becomes
+  // a sentence that quotes the value and says what is accepted.
+  const first = (err as { errors?: SchemaProblem[] } | null)?.errors?.[0];
+  const variable = first?.instancePath?.replace(/^\//, "");
+  if (!first || !variable) return new ConfigError("environment", err instanceof Error ? err.message : String(err));
+  const value = `'${data[variable] ?? ""}'`;
+  const p = first.params ?? {};
+  switch (first.keyword) {
+    case "enum":
+      return new ConfigError(variable, `${value} is not one of ${(p.allowedValues ?? []).join(", ")}`);
+    case "type":
+      return new ConfigError(variable, `${value} is not ${p.type === "integer" ? "an integer" : `a ${String(p.type)}`}`);
+    case "minimum":
+      return new ConfigError(variable, `${value} is too small: must be at least ${String(p.limit)}`);
+    case "maximum":
+      return new ConfigError(variable, `${value} is too large: must be at most ${String(p.limit)}`);
+    default:
+      return new ConfigError(variable, `${value} ${first.message ?? "is invalid"}`);
+  }
+}
 
-function fromSchemaError(err: unknown): ConfigError {
-  // env-schema's ajv messages look like "env/SERVICE_NUM_PARALLEL must be integer".
-  const message = err instanceof Error ? err.message : String(err);
-  const first = message.split(",")[0] ?? message;
-  const m = /env\/(\w+) (.*)/.exec(first);
-  if (m) return new ConfigError(m[1] ?? "environment", m[2] ?? "is invalid");
-  return new ConfigError("environment", first);
+interface SchemaProblem {
+  instancePath?: string;
+  keyword?: string;
+  message?: string;
+  params?: { allowedValues?: unknown[]; type?: string; limit?: number };
 }

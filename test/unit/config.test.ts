@@ -1,5 +1,5 @@
 import t from "tap";
-import { clientUrl, ConfigError, isLoopbackHost, loadConfig, parseListenAddress, VARIABLES } from "../../src/config.js";
+import { clientUrl, ConfigError, isLoopbackHost, loadConfig, parseListenAddress, unknownVariables, VARIABLES } from "../../src/config.js";
 import { parseDuration, parseSize } from "../../src/units.js";
 
 t.test("SERVICE_HOST accepts every form of CONTRACT §2", async (t) => {
@@ -81,7 +81,7 @@ t.test("SERVICE_KV_CACHE_TYPE and SERVICE_FLASH_ATTENTION", async (t) => {
   t.same(pick(loadConfig({ SERVICE_KV_CACHE_TYPE: "q8_0" })), { kvCacheType: "q8_0", flashAttention: true }, "a quantized cache turns auto on");
   t.same(pick(loadConfig({ SERVICE_KV_CACHE_TYPE: "Q4_0", SERVICE_FLASH_ATTENTION: "on" })), { kvCacheType: "q4_0", flashAttention: true }, "any case");
   t.same(pick(loadConfig({ SERVICE_FLASH_ATTENTION: "0" })), { kvCacheType: "f16", flashAttention: false });
-  t.same(pick(loadConfig({ OLLAMA_KV_CACHE_TYPE: "q8_0", OLLAMA_FLASH_ATTENTION: "1" })), { kvCacheType: "q8_0", flashAttention: true }, "Ollama's names");
+  t.same(pick(loadConfig({ OLLAMA_KV_CACHE_TYPE: "q8_0", OLLAMA_SCHED_SPREAD: "1" })), { kvCacheType: "q8_0", flashAttention: true }, "Ollama's names");
   t.throws(() => loadConfig({ SERVICE_KV_CACHE_TYPE: "q8_0", SERVICE_FLASH_ATTENTION: "false" }), { name: "ConfigError", variable: "SERVICE_FLASH_ATTENTION", message: /a q8_0 KV cache needs flash attention/ });
   t.throws(() => loadConfig({ SERVICE_KV_CACHE_TYPE: "q5_1" }), { name: "ConfigError", variable: "SERVICE_KV_CACHE_TYPE" });
   t.throws(() => loadConfig({ SERVICE_FLASH_ATTENTION: "sometimes" }), { name: "ConfigError", variable: "SERVICE_FLASH_ATTENTION" });
@@ -135,15 +135,16 @@ t.test("values are parsed", async (t) => {
 
 t.test("invalid values stop with a message naming the variable and the problem", async (t) => {
   const cases: [string, string, RegExp][] = [
-    ["SERVICE_NUM_PARALLEL", "zero", /SERVICE_NUM_PARALLEL: must be integer/],
-    ["SERVICE_NUM_PARALLEL", "0", /SERVICE_NUM_PARALLEL: must be >= 1/],
-    ["SERVICE_KEEP_ALIVE", "forever", /SERVICE_KEEP_ALIVE/],
+    ["SERVICE_NUM_PARALLEL", "zero", /SERVICE_NUM_PARALLEL: 'zero' is not an integer$/],
+    ["SERVICE_NUM_PARALLEL", "0", /SERVICE_NUM_PARALLEL: '0' is too small: must be at least 1$/],
+    ["SERVICE_MAX_QUEUE", "2000000", /SERVICE_MAX_QUEUE: '2000000' is too large: must be at most 1000000$/],
+    ["SERVICE_KEEP_ALIVE", "forever", /SERVICE_KEEP_ALIVE: 'forever' is not a duration \(examples: 30s, 5m, 1h, 300\)$/],
     ["SERVICE_MAX_BODY", "lots", /SERVICE_MAX_BODY: 'lots' is not a size/],
-    ["SERVICE_LOG_LEVEL", "loud", /SERVICE_LOG_LEVEL: must be equal to one of the allowed values/],
-    ["SERVICE_GPU", "metal", /SERVICE_GPU/],
+    ["SERVICE_LOG_LEVEL", "loud", /SERVICE_LOG_LEVEL: 'loud' is not one of fatal, error, warn, info, debug, trace, silent$/],
+    ["SERVICE_GPU", "metal", /SERVICE_GPU: 'metal' is not one of auto, cuda, vulkan, false$/],
     ["SERVICE_SHUTDOWN_TIMEOUT", "-5s", /SERVICE_SHUTDOWN_TIMEOUT: must not be negative/],
     ["SERVICE_LOAD_TIMEOUT", "0", /SERVICE_LOAD_TIMEOUT: must be positive/],
-    ["SERVICE_THREADS", "2.5", /SERVICE_THREADS: must be integer/],
+    ["SERVICE_THREADS", "2.5", /SERVICE_THREADS: '2.5' is not an integer$/],
   ];
   for (const [name, value, message] of cases) {
     const err = t.throws(() => loadConfig({ [name]: value })) as unknown;
@@ -232,4 +233,48 @@ t.test("only the environment passed in is read, never process.env behind it", as
   const c = loadConfig({});
   t.equal(c.threads, undefined);
   t.equal(c.gpu, "auto");
+});
+
+t.test("messages are for people: a duration in words, an enum's values, no regular expression", async (t) => {
+  for (const name of ["SERVICE_KEEP_ALIVE", "SERVICE_SHUTDOWN_TIMEOUT", "SERVICE_LOAD_TIMEOUT", "SERVICE_WRITE_TIMEOUT", "SERVICE_RENDER_TIMEOUT", "SERVICE_STREAM_INTERVAL"]) {
+    const err = t.throws(() => loadConfig({ [name]: "5 minutes" })) as Error;
+    t.equal(err.message, `invalid configuration: ${name}: '5 minutes' is not a duration (examples: 30s, 5m, 1h, 300)`, name);
+    t.notMatch(err.message, /pattern|\^|\[0-9\]/, `${name}: no regular expression in the message`);
+  }
+  const viaAlias = t.throws(() => loadConfig({ OLLAMA_KEEP_ALIVE: "5 minutes" })) as Error;
+  t.match(viaAlias.message, /SERVICE_KEEP_ALIVE: '5 minutes' is not a duration/, "an alias's value is checked the same way");
+  const gpu = t.throws(() => loadConfig({ SERVICE_GPU: "rocm" })) as Error;
+  t.notMatch(gpu.message, /allowed values/);
+  t.match(gpu.message, /'rocm' is not one of auto, cuda, vulkan, false/);
+});
+
+t.test("a misspelled SERVICE_* or OLLAMA_* name is reported with the nearest known name", async (t) => {
+  const found = unknownVariables({
+    SERVICE_KEEPALIVE: "10m",
+    OLLAMA_NUM_PARALEL: "4",
+    service_host: "0.0.0.0",
+    SERVICE_LOGLEVEL: "debug",
+    OLLAMA_SCHED_SPREAD: "1",
+    SERVICE_HOST: "127.0.0.1:1",
+    OLLAMA_HOST: "x",
+    OLLAMA_DEBUG: "1",
+    OLLAMA_NOHISTORY: "1",
+    PATH: "/usr/bin",
+    HOME: "/root",
+    SERVER_HOST: "elsewhere",
+  });
+  t.same(
+    found.map((u) => [u.variable, u.suggestion]),
+    [
+      ["OLLAMA_NUM_PARALEL", "OLLAMA_NUM_PARALLEL"],
+      ["OLLAMA_SCHED_SPREAD", undefined],
+      ["SERVICE_KEEPALIVE", "SERVICE_KEEP_ALIVE"],
+      ["SERVICE_LOGLEVEL", "SERVICE_LOG_LEVEL"],
+      ["service_host", "SERVICE_HOST"],
+    ],
+    "known names, other prefixes and variables of other programs are left alone",
+  );
+  t.equal(found.find((u) => u.variable === "SERVICE_KEEPALIVE")?.message, "unknown variable SERVICE_KEEPALIVE is ignored; did you mean SERVICE_KEEP_ALIVE?");
+  t.match(found.find((u) => u.variable === "OLLAMA_SCHED_SPREAD")?.message, /^unknown variable OLLAMA_SCHED_SPREAD is ignored/);
+  t.same(unknownVariables(Object.fromEntries(Object.keys(VARIABLES).map((k) => [k, "x"]))), [], "every variable of record is known");
 });
