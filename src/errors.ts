@@ -34,10 +34,13 @@ export class ForbiddenError extends HttpError {
   }
 }
 
-/** 404: a model that is not in the store. */
+/**
+ * 404: a model that is not in the store. `pullHint: false` where pulling is no remedy (a delete:
+ * there is nothing to remove), as Ollama's delete answers.
+ */
 export class ModelNotFoundError extends HttpError {
-  constructor(name: string) {
-    super(404, `model '${name}' not found, try pulling it first`);
+  constructor(name: string, pullHint = true) {
+    super(404, pullHint ? `model '${name}' not found, try pulling it first` : `model '${name}' not found`);
   }
 }
 
@@ -104,6 +107,44 @@ export class NoSpaceError extends HttpError {
   }
 }
 
+/**
+ * 500: the store refused a write — a store owned by another user, a read-only mount
+ * (systemd's ProtectSystem=strict without ReadWritePaths=), an immutable directory. The status is
+ * Ollama's for the same failure; the reason is the system's, without the path.
+ */
+export class StoreNotWritableError extends HttpError {
+  constructor(reason: string, cause?: unknown) {
+    super(500, `model store is not writable: ${reason}`, { cause });
+  }
+}
+
+/** The reasons a write is refused, as the system's messages word them. */
+const NOT_WRITABLE: Readonly<Record<string, string>> = {
+  EACCES: "permission denied",
+  EPERM: "operation not permitted",
+  EROFS: "read-only file system",
+};
+
+/** The reason for an error code that refuses a write (EACCES, EPERM, EROFS), else undefined. */
+export function refusedWriteReason(code: string | undefined): string | undefined {
+  return NOT_WRITABLE[code ?? ""];
+}
+
+/** File system calls that only change things: their refusal means the target is not writable. */
+const WRITE_CALLS = new Set(["mkdir", "rename", "unlink", "rmdir", "rm", "link", "symlink", "copyfile", "write", "ftruncate", "utime", "futime", "chmod", "fchmod"]);
+
+/**
+ * A refused write (EROFS from any call; EACCES or EPERM from a call that changes the file system)
+ * as a {@link StoreNotWritableError}, else undefined. The daemon writes no files but the store's
+ * while serving requests, so such an error is the store's.
+ */
+export function notWritable(err: unknown): StoreNotWritableError | undefined {
+  const e = err as NodeJS.ErrnoException | null;
+  const reason = NOT_WRITABLE[e?.code ?? ""];
+  if (reason === undefined || !(e?.code === "EROFS" || WRITE_CALLS.has(e?.syscall ?? ""))) return undefined;
+  return new StoreNotWritableError(reason, err);
+}
+
 /** The one error body shape of the contract. */
 export interface ErrorBody {
   error: string;
@@ -119,6 +160,8 @@ export const INTERNAL_ERROR_MESSAGE = "an internal error occurred";
 export function toErrorResponse(err: unknown): { status: number; body: ErrorBody; headers: Record<string, string> } {
   if (err instanceof HttpError) return { status: err.status, body: { error: err.message }, headers: err.headers };
   if (isNoSpace(err)) return toErrorResponse(new NoSpaceError(err));
+  const refused = notWritable(err);
+  if (refused) return toErrorResponse(refused);
   return { status: 500, body: { error: INTERNAL_ERROR_MESSAGE }, headers: {} };
 }
 

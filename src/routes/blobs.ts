@@ -34,6 +34,7 @@ async function upload(ctx: RequestContext, { store }: Services): Promise<void> {
     ctx.req.resume();
     return sendEmpty(ctx.res, 200);
   }
+  await store.requireWritable();
   // The iterator must not destroy the request when the write fails (a full disk): the client is
   // still sending, and a destroyed socket would reach it as ECONNRESET instead of the 507.
   const { created } = await store.addBlobFromStream(ctx.req.iterator({ destroyOnReturn: false }), digest);

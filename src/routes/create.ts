@@ -59,6 +59,7 @@ async function create(ctx: RequestContext, { store, scheduler }: Services): Prom
   checkSmallFields(body);
   // A template that cannot be parsed is refused now (as Ollama does), not at every later generate.
   if (body.template !== undefined) parseTemplate(body.template);
+  await store.requireWritable();
   const names = body.from && !body.from.startsWith("sha256:") ? [input, body.from] : [input];
   // One create, copy, delete or pull commit per name at a time (store/locks.ts): the base model
   // cannot be deleted under us, and two writers of one name cannot interleave.

@@ -88,6 +88,7 @@ async function copy(ctx: RequestContext, { store, scheduler }: Services): Promis
   await withNames(store, [body.source, body.destination], async () => {
     const source = await store.findModel(body.source);
     if (!source) throw new ModelNotFoundError(printable(body.source));
+    await store.requireWritable();
     await requireIdle(scheduler, body.destination);
     const unpin = store.pin(manifestDigests(source.manifest));
     try {
@@ -103,7 +104,8 @@ async function remove(ctx: RequestContext, { store, scheduler }: Services): Prom
   const body = validateDelete(await readJson(ctx.req, ctx.maxBodyBytes));
   const input = modelField(body);
   await withNames(store, [input], async () => {
-    if (!(await store.findModel(input))) throw new ModelNotFoundError(printable(input));
+    if (!(await store.findModel(input))) throw new ModelNotFoundError(printable(input), false);
+    await store.requireWritable();
     await requireIdle(scheduler, input);
     await deleteModel(store, input);
   });

@@ -40,6 +40,7 @@ async function pull(ctx: RequestContext, { store, scheduler, config }: Services)
   const input = modelField(body);
   const ref = registryRef(input, body.insecure === true);
   assertIdle(scheduler, input);
+  await store.requireWritable(); // a real status, before the stream starts
   const sources = new PullSources(pullSources(ref, config.registry.mirrors), (r) => openClient(r, config.registry), ctx.log, ctx.signal);
   // The first line goes out before the registry is asked, as Ollama does: a client sees at once
   // that the pull started, and a registry failure is the stream's last line (status 200 already

@@ -115,7 +115,7 @@ export async function commitManifest(store: ModelStore, input: string, manifest:
 /** Deletes a model's manifest (and empty parent directories) and its now unreferenced blobs. */
 export async function deleteModel(store: ModelStore, input: string): Promise<Manifest> {
   const found = await store.findModel(input);
-  if (!found) throw new ModelNotFoundError(printable(input));
+  if (!found) throw new ModelNotFoundError(printable(input), false);
   await fs.rm(found.file);
   await removeEmptyParents(await fs.realpath(store.manifestsDir), path.dirname(found.file));
   await removeUnreferenced(store, manifestDigests(found.manifest));

@@ -11,11 +11,11 @@
  * Listing, deleting and garbage collection live in admin.ts; blob streaming in blob-writer.ts.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { createReadStream, type Stats } from "node:fs";
+import { createReadStream, constants as fsConstants, type Stats } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
-import { BadRequestError, HttpError, ModelLoadError, ModelNotFoundError } from "../errors.js";
+import { BadRequestError, HttpError, ModelLoadError, ModelNotFoundError, refusedWriteReason, StoreNotWritableError } from "../errors.js";
 import { writeStreamVerified } from "./blob-writer.js";
 import { layerKind, LayerTooLargeError, readSmallBlob } from "./layers.js";
 import { displayName, manifestSegments, nameKey, parseModelName, printable, type ModelName } from "./names.js";
@@ -163,6 +163,22 @@ export class ModelStore {
     await fs.mkdir(this.blobsDir, { recursive: true });
     await fs.mkdir(this.manifestsDir, { recursive: true });
     await this.removeStaleTemps();
+  }
+
+  /**
+   * Throws {@link StoreNotWritableError} unless this process may create and remove files in the
+   * store's directories. Called before a create, copy, delete, pull or upload does any work, so
+   * that the answer names the reason instead of failing at whichever write comes first.
+   */
+  async requireWritable(): Promise<void> {
+    for (const dir of [this.blobsDir, this.manifestsDir]) {
+      try {
+        await fs.access(dir, fsConstants.W_OK | fsConstants.X_OK);
+      } catch (err) {
+        const reason = refusedWriteReason((err as NodeJS.ErrnoException).code);
+        throw reason === undefined ? err : new StoreNotWritableError(reason, err);
+      }
+    }
   }
 
   /** Path of a blob; the digest is validated first. */

@@ -107,7 +107,7 @@ t.test("tags, show details from GGUF, copy and delete with blob GC", async (t) =
   t.equal((await del({ model: "me/tiny2:v1" })).status, 200);
   t.same(blobFiles(root), [], "unreferenced blobs are removed");
   t.notOk(existsSync(path.join(root, "manifests/registry.ollama.ai/me")), "empty directories are removed");
-  await assertError(t, await del({ model: "tiny" }), 404, "model 'tiny' not found, try pulling it first");
+  await assertError(t, await del({ model: "tiny" }), 404, "model 'tiny' not found");
   const tags2 = (await (await fetch(`${url}/api/tags`)).json()) as { models: unknown[] };
   t.same(tags2.models, [], "models is an empty array, never null");
 });
