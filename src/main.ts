@@ -6,8 +6,9 @@ import { accessSync, constants, existsSync } from "node:fs";
 import path from "node:path";
 import closeWithGrace from "close-with-grace";
 import { createApp } from "./app.js";
-import { ConfigError, loadConfig, withAliases, type Config } from "./config.js";
+import { ConfigError, loadConfig, unknownVariables, withAliases, type Config } from "./config.js";
 import { createLogger, flushLogger } from "./logger.js";
+import { serveArguments, serveHelp, usage } from "./usage.js";
 import { VERSION } from "./version.js";
 
 /** EX_CONFIG from sysexits.h: systemd and shells read it as "configuration error". */
@@ -30,6 +31,7 @@ async function serve(): Promise<void> {
     if (err.code !== "EPIPE") throw err;
   });
   const log = createLogger({ level: config.logLevel, logDir: config.logDir });
+  for (const u of unknownVariables(process.env)) log.warn({ variable: u.variable, suggestion: u.suggestion }, u.message);
   const app = await createApp(config, { log }).catch((err: unknown) => {
     if (!(err instanceof ConfigError)) return storeFailure(err, config);
     process.stderr.write(`lmd: ${err.message}\n`); // SERVICE_MODELS_CONFIG read at start
@@ -112,29 +114,6 @@ function ollamaAliases(): { aliases?: string[] } {
   return used.length > 0 ? { aliases: used } : {};
 }
 
-function usage(): string {
-  return `lmd ${VERSION} — local model-serving daemon
-
-Usage:
-  lmd serve        Start the daemon (configured by SERVICE_* environment variables)
-  lmd gateway      Start the authenticating gateway (configured by GATEWAY_* variables)
-  lmd run MODEL [PROMPT]   Run a model: one answer, or an interactive chat
-  lmd pull MODEL           Pull a model from a registry
-  lmd push MODEL           Push a model to a registry
-  lmd create MODEL -f F    Create a model from a Modelfile
-  lmd list, lmd ls         List models in the store
-  lmd ps                   List running models
-  lmd show MODEL           Show information for a model
-  lmd cp SOURCE DEST       Copy a model
-  lmd rm MODEL...          Remove models
-  lmd stop MODEL           Unload a running model
-  lmd version      Print the version (client, and server when one answers)
-  lmd help         Show this help
-
-Client commands reach the daemon at SERVICE_HOST (default 127.0.0.1:11434); each takes --help.
-`;
-}
-
 /**
  * Commands other than `serve` live in their own modules, loaded only when used, so the daemon
  * never loads the CLI and the CLI never loads the daemon. Each module exports `run(argv)`.
@@ -157,7 +136,13 @@ const COMMANDS: Record<string, () => Promise<{ run(argv: string[]): Promise<void
 
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
-  if (command === "serve") return serve();
+  if (command === "serve") {
+    const args = serveArguments(rest);
+    if (args.action === "start") return serve();
+    if (args.action === "help") return void process.stdout.write(serveHelp());
+    process.stderr.write(`${args.message}\n`);
+    process.exit(2);
+  }
   // `lmd run demo hi | head -c 10`: a reader that goes away ends the command quietly, as any Unix tool.
   process.stdout.on("error", (err: NodeJS.ErrnoException) => {
     if (err.code === "EPIPE") process.exit(0);

@@ -10,7 +10,8 @@
 import { ConfigError } from "../config.js";
 import { createLogger, flushLogger, type Logger } from "../logger.js";
 import { VERSION } from "../version.js";
-import { loadGatewayConfig, type GatewayConfig } from "./config.js";
+import { columns } from "../usage.js";
+import { GATEWAY_VARIABLES, loadGatewayConfig, type GatewayConfig } from "./config.js";
 import { generateKey } from "./keys.js";
 import { createGateway, type Gateway } from "./server.js";
 
@@ -22,20 +23,34 @@ const USAGE = `Usage:
   lmd gateway keygen   Print a new API key and the sha256: line that allows it in a keys file
 `;
 
+/** `lmd gateway --help`: the usage and every variable with its default and meaning. */
+function help(): string {
+  const rows = Object.entries(GATEWAY_VARIABLES).map(([name, v]): [string, string] => [name, `${v.meaning}${v.default === "" ? "" : ` (default ${v.default})`}`]);
+  return `${USAGE}\nThe gateway takes no flags: it is configured by environment variables (docs/deployment.md).\n\nEnvironment variables:\n${columns(rows)}\n`;
+}
+
 /** Entry point of `lmd gateway`. */
 export async function run(argv: string[]): Promise<void> {
-  const [sub] = argv;
+  const [sub, ...rest] = argv;
+  if (argv.includes("--help") || argv.includes("-h")) {
+    process.stdout.write(help());
+    return;
+  }
+  if (sub === "keygen" && rest.length > 0) {
+    process.stderr.write(`lmd gateway keygen: unexpected argument '${rest[0]}'\n\n${USAGE}`);
+    process.exit(2);
+  }
   if (sub === "keygen") {
     const { key, hashLine } = generateKey();
     process.stdout.write(`key:        ${key}\nkeys file:  ${hashLine}\n`);
     return;
   }
-  if (sub === "help" || sub === "--help" || sub === "-h") {
-    process.stdout.write(USAGE);
+  if (sub === "help") {
+    process.stdout.write(help());
     return;
   }
   if (sub !== undefined) {
-    process.stderr.write(`lmd gateway: unknown argument '${sub}'\n\n${USAGE}`);
+    process.stderr.write(`lmd gateway: ${sub.startsWith("-") ? "unknown flag" : "unknown argument"} '${sub}'\n\n${USAGE}`);
     process.exit(2);
   }
   await serveGateway();
