@@ -52,12 +52,26 @@ export function parse(argv: string[], spec: CommandSpec): Parsed {
   try {
     parsed = parseArgs({ args: argv, options: spec.options ?? {}, allowPositionals: true, strict: true }) as Parsed;
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    throw new UsageError(argumentProblem(err as Error & { code?: string }));
   }
   const n = parsed.positionals.length;
   if (spec.minArgs !== undefined && n < spec.minArgs) throw new UsageError(`expected at least ${spec.minArgs} argument(s), got ${n}`);
   if (spec.maxArgs !== undefined && n > spec.maxArgs) throw new UsageError(`expected at most ${spec.maxArgs} argument(s), got ${n}`);
   return parsed;
+}
+
+/**
+ * Node's parseArgs messages, in the CLI's words: `unknown flag: --json` (Ollama's wording) instead
+ * of a paragraph about positionals that ends on an unbalanced quote.
+ */
+function argumentProblem(err: Error & { code?: string }): string {
+  const unknown = /^Unknown option '([^']*)'/.exec(err.message);
+  if (err.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" && unknown) return `unknown flag: ${unknown[1]} (a value that begins with '-' goes after '--')`;
+  const missing = /^Option '(-\S+)(?:, (-\S+))? <value>' argument missing/.exec(err.message);
+  if (missing) return `flag needs a value: ${missing[2] ?? missing[1]}`;
+  const noValue = /^Option '([^']*)' does not take an argument/.exec(err.message);
+  if (noValue) return `flag takes no value: ${noValue[1]}`;
+  return err.message;
 }
 
 /** The client for the daemon named by SERVICE_HOST (the CLI's only way to the daemon). */

@@ -179,7 +179,7 @@ export class Session {
 
 /** Ollama's `--verbose` timing block. */
 export function formatStats(s: Partial<FinalStats>): string {
-  const dur = (ns = 0) => (ns >= 1e9 ? `${(ns / 1e9).toFixed(3)}s` : ns >= 1e6 ? `${(ns / 1e6).toFixed(3)}ms` : `${(ns / 1e3).toFixed(3)}µs`);
+  const dur = (ns = 0) => goDuration(ns);
   const rate = (count = 0, ns = 0) => (ns > 0 ? `${((count * 1e9) / ns).toFixed(2)} tokens/s` : "n/a");
   return [
     `total duration:       ${dur(s.total_duration)}`,
@@ -191,4 +191,21 @@ export function formatStats(s: Partial<FinalStats>): string {
     `eval duration:        ${dur(s.eval_duration)}`,
     `eval rate:            ${rate(s.eval_count, s.eval_duration)}`,
   ].join("\n") + "\n";
+}
+
+/**
+ * A duration in nanoseconds as Go prints a time.Duration (Ollama's `--verbose` block): `0s`, `850ns`,
+ * `12.5µs`, `3.204ms`, `1.5s`, `2m3.25s`, `1h2m3s`; fractions to three places, trailing zeros dropped.
+ */
+export function goDuration(ns: number): string {
+  if (!Number.isFinite(ns) || ns <= 0) return "0s";
+  const trim = (v: number) => v.toFixed(3).replace(/\.?0+$/, "");
+  if (ns < 1e3) return `${Math.round(ns)}ns`;
+  if (ns < 1e6) return `${trim(ns / 1e3)}µs`;
+  if (ns < 1e9) return `${trim(ns / 1e6)}ms`;
+  const s = ns / 1e9;
+  if (s < 60) return `${trim(s)}s`;
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  return `${h > 0 ? `${h}h` : ""}${m}m${trim(s % 60)}s`;
 }
