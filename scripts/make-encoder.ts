@@ -5,13 +5,15 @@
 import { parseArgs } from "node:util";
 import { makeBert, type MakeBertOptions } from "../src/gguf/make-bert.js";
 import { makeLora } from "../src/gguf/make-lora.js";
+import { vocabFile } from "../src/gguf/family-vocab.js";
 
 export const ENCODER_USAGE = `
 BERT encoders (random weights, the WordPiece vocabulary of a vocabulary GGUF):
-  make-model --out FILE --arch bert --vocab-file VOCAB.gguf [--pooling cls|mean|rank]
+  make-model --out FILE --arch bert --vocab-file VOCAB [--pooling cls|mean|rank] [--llama-src DIR]
              [--embd N] [--layers N] [--heads N] [--ffn N] [--ctx N] [--type T] [--seed N] [--name NAME]
-  VOCAB.gguf: llama.cpp's models/ggml-vocab-bert-bge.gguf. --pooling rank writes a reranker
-  (classification head cls / cls.output, pooling_type RANK).
+  VOCAB: a vocabulary GGUF file, or a family of llama.cpp's models/ggml-vocab-FAMILY.gguf:
+  bert-bge (read from the llama.cpp source node-llama-cpp ships, or from --llama-src DIR).
+  --pooling rank writes a reranker (classification head cls / cls.output, pooling_type RANK).
 
 LoRA adapters for a base model (any architecture llama.cpp loads adapters for):
   make-model --out FILE --lora-for BASE.gguf [--rank N] [--alpha X] [--seed N] [--name NAME]
@@ -28,7 +30,7 @@ export async function runEncoder(argv: string[]): Promise<string> {
   const { values: v } = parseArgs({
     args: argv,
     strict: true,
-    options: { out: str, arch: str, "vocab-file": str, pooling: str, embd: str, layers: str, heads: str, ffn: str, ctx: str, type: str,
+    options: { out: str, arch: str, "vocab-file": str, "llama-src": str, pooling: str, embd: str, layers: str, heads: str, ffn: str, ctx: str, type: str,
       seed: str, name: str, "lora-for": str, rank: str, alpha: str },
   });
   if (typeof v.out !== "string") throw new Error("--out FILE is required");
@@ -45,11 +47,11 @@ export async function runEncoder(argv: string[]): Promise<string> {
     return `wrote ${r.file}: LoRA adapter for ${r.architecture}, ${r.adapted.length} tensors, rank ${r.rank}, alpha ${r.alpha}, ${(r.bytes / 2 ** 20).toFixed(2)} MiB`;
   }
   if (v.arch !== "bert") throw new Error(`unknown --arch '${v.arch ?? ""}' (this mode writes 'bert'; llama models take no --arch)`);
-  if (v["vocab-file"] === undefined) throw new Error("--arch bert needs --vocab-file (llama.cpp's models/ggml-vocab-bert-bge.gguf)");
+  if (v["vocab-file"] === undefined) throw new Error("--arch bert needs --vocab-file (a vocabulary GGUF, or bert-bge for llama.cpp's)");
   if (v.pooling !== undefined && !["cls", "mean", "rank"].includes(v.pooling)) throw new Error(`unknown --pooling '${v.pooling}'`);
   if (v.type !== undefined && !["f32", "f16", "q8_0"].includes(v.type)) throw new Error(`unknown --type '${v.type}'`);
   const options: MakeBertOptions = {
-    vocabFile: v["vocab-file"],
+    vocabFile: await vocabFile(v["vocab-file"], v["llama-src"]),
     pooling: v.pooling as MakeBertOptions["pooling"],
     embeddingLength: int("embd", v.embd), layers: int("layers", v.layers), heads: int("heads", v.heads),
     feedForwardLength: int("ffn", v.ffn), contextLength: int("ctx", v.ctx), type: v.type as MakeBertOptions["type"], seed, name: v.name,

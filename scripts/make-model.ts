@@ -22,9 +22,10 @@ SentencePiece-style vocabulary.
   --ctx N                 training context length
   --vocab N|FILE|FAMILY   vocabulary size; or a real tokenizer: every tokenizer.* key of a GGUF
                           file, or of llama.cpp's models/ggml-vocab-FAMILY.gguf (llama-bpe, qwen2,
-                          phi-3, ...; needs --llama-src); the vocabulary size follows it
+                          phi-3, ...); the vocabulary size follows it
   --template FILE|NAME    Jinja chat template: a file, or llama.cpp's models/templates/NAME.jinja
-  --llama-src DIR         llama.cpp's source (for FAMILY and NAME)
+  --llama-src DIR         llama.cpp's source (for FAMILY and NAME); default: the copy node-llama-cpp
+                          ships (read with git, kept in ~/.cache/lmd/llama.cpp)
   --seed N                weight seed (default: 1)
   --identity-layers N     add N layers that compute nothing (same output as without them, more
                           compute): a target for measuring speculative decoding with this draft
@@ -42,7 +43,7 @@ async function familyOptions(argv: string[], options: MakeModelOptions): Promise
   const { values } = parseArgs({ args: argv, strict: false, options: { vocab: { type: "string" }, template: { type: "string" }, "llama-src": { type: "string" } } });
   const src = typeof values["llama-src"] === "string" ? values["llama-src"] : undefined;
   const out = { ...options };
-  if (typeof values.vocab === "string" && !/^\d+$/.test(values.vocab)) out.tokenizer = await readTokenizer(vocabFile(values.vocab, src));
+  if (typeof values.vocab === "string" && !/^\d+$/.test(values.vocab)) out.tokenizer = await readTokenizer(await vocabFile(values.vocab, src));
   if (typeof values.template === "string") out.template = await readTemplate(values.template, src);
   return out;
 }

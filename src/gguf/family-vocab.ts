@@ -8,6 +8,7 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { readGgufMetadata, type GgufValue } from "./gguf.js";
+import { bundledFile } from "./llama-bundle.js";
 import type { MetaValue } from "./make-model.js";
 
 /** Tokenizer metadata to write into a generated model in place of its own SentencePiece vocabulary. */
@@ -45,18 +46,24 @@ function metaValue(key: string, value: GgufValue): MetaValue {
   throw new Error(`cannot copy ${key}: unsupported value`);
 }
 
-/** `pathOrFamily` as a file, else `<llamaSrc>/models/ggml-vocab-<family>.gguf`. */
-export function vocabFile(pathOrFamily: string, llamaSrc: string | undefined): string {
+/**
+ * `pathOrFamily` as a file; else llama.cpp's `models/ggml-vocab-<family>.gguf` (`bert-bge`, or the
+ * file's name itself), from `llamaSrc` when given, else from node-llama-cpp's bundled source.
+ */
+export async function vocabFile(pathOrFamily: string, llamaSrc: string | undefined): Promise<string> {
   if (existsSync(pathOrFamily)) return pathOrFamily;
-  if (!llamaSrc) throw new Error(`no file '${pathOrFamily}'; name a family with --llama-src DIR (llama.cpp's source)`);
-  return path.join(llamaSrc, "models", `ggml-vocab-${pathOrFamily}.gguf`);
+  if (pathOrFamily.includes("/")) throw new Error(`no file '${pathOrFamily}'`);
+  const name = /^ggml-vocab-.+\.gguf$/.test(pathOrFamily) ? pathOrFamily : `ggml-vocab-${pathOrFamily}.gguf`;
+  if (llamaSrc) return path.join(llamaSrc, "models", name);
+  return bundledFile(`models/${name}`);
 }
 
-/** `pathOrName` as a file, else `<llamaSrc>/models/templates/<name>.jinja`. */
+/** `pathOrName` as a file, else llama.cpp's `models/templates/<name>.jinja` (from `llamaSrc`, else the bundle). */
 export async function readTemplate(pathOrName: string, llamaSrc: string | undefined): Promise<string> {
   if (existsSync(pathOrName)) return readFile(pathOrName, "utf8");
-  if (!llamaSrc) throw new Error(`no file '${pathOrName}'; name a template with --llama-src DIR (llama.cpp's source)`);
-  return readFile(path.join(llamaSrc, "models", "templates", `${pathOrName.replace(/\.jinja$/, "")}.jinja`), "utf8");
+  if (pathOrName.includes("/")) throw new Error(`no file '${pathOrName}'`);
+  const file = path.join("models", "templates", `${pathOrName.replace(/\.jinja$/, "")}.jinja`);
+  return readFile(llamaSrc ? path.join(llamaSrc, file) : await bundledFile(file), "utf8");
 }
 
 /** One of a Hugging Face tokenizer's `added_tokens_decoder` entries. */
