@@ -37,6 +37,8 @@ t.test("docs/errors.md lists every message shape of the error classes", async (t
     [new errors.ServiceBusyError().status, new errors.ServiceBusyError().message],
     [new errors.ShuttingDownError().status, new errors.ShuttingDownError().message],
     [new errors.NoSpaceError().status, new errors.NoSpaceError().message],
+    [new errors.ModelNotFoundError("<name>", false).status, new errors.ModelNotFoundError("<name>", false).message],
+    [new errors.StoreNotWritableError("<reason>").status, new errors.StoreNotWritableError("<reason>").message],
     [400, "prompt is required"],
     [400, "model is required"],
     [400, "missing request body"],
