@@ -4,6 +4,7 @@
  * metadata is read back with node-llama-cpp's own GGUF reader.
  */
 import { execFile } from "node:child_process";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -18,7 +19,7 @@ const cli = (...args: string[]) => promisify(execFile)(process.execPath, [...pro
 t.test("--arch bert and --lora-for", async (t) => {
   const dir = t.testdir();
   const vocab = join(await llamaSrc(), "models", "ggml-vocab-bert-bge.gguf");
-  t.match((await cli("--help")).stdout, /--arch bert --vocab-file VOCAB\.gguf/);
+  t.match((await cli("--help")).stdout, /--arch bert --vocab-file VOCAB /);
   await t.rejects(cli("--out", join(dir, "x.gguf"), "--arch", "bert"), { code: 2, stderr: /--arch bert needs --vocab-file/ });
   await t.rejects(cli("--out", join(dir, "x.gguf"), "--arch", "gpt2", "--vocab-file", vocab), { code: 2, stderr: /unknown --arch 'gpt2'/ });
 
@@ -36,4 +37,19 @@ t.test("--arch bert and --lora-for", async (t) => {
   t.match((await cli("--out", lora, "--lora-for", await testGguf(), "--rank", "2")).stdout, /wrote .*lora\.gguf: LoRA adapter for llama, 14 tensors, rank 2, alpha 32/);
   const la = await readGgufFileInfo(lora, { logWarnings: false });
   t.match(la.metadata, { general: { type: "adapter", architecture: "llama" }, adapter: { type: "lora", lora: { alpha: 32 } } });
+});
+
+t.test("--vocab-file bert-bge: llama.cpp's vocabulary read from node-llama-cpp's bundled source, no checkout given", async (t) => {
+  const dir = t.testdir();
+  // A private cache: the first use clones the bundle (bare) and reads the one file out of it.
+  const env = { ...process.env, XDG_CACHE_HOME: join(dir, "cache") };
+  const run = (...args: string[]) => promisify(execFile)(process.execPath, [...process.execArgv, script, ...args], { env });
+  const rr = join(dir, "rr.gguf");
+  t.match((await run("--out", rr, "--arch", "bert", "--vocab-file", "bert-bge", "--pooling", "rank", "--layers", "1")).stdout, /wrote .*rr\.gguf: bert reranker, .*vocab 30522/);
+  const cached = join(dir, "cache", "lmd", "llama.cpp", "files", "models", "ggml-vocab-bert-bge.gguf");
+  t.same(await readFile(cached), await readFile(join(await llamaSrc(), "models", "ggml-vocab-bert-bge.gguf")), "the very file of llama.cpp's source");
+  const info = await readGgufFileInfo(rr, { logWarnings: false });
+  t.equal((info.metadata as unknown as { tokenizer: { ggml: Record<string, unknown> } }).tokenizer.ggml.pre, "bert-bge");
+  t.match((await run("--out", join(dir, "again.gguf"), "--arch", "bert", "--vocab-file", "ggml-vocab-bert-bge.gguf")).stdout, /vocab 30522/, "the file's own name works too");
+  await t.rejects(run("--out", join(dir, "x.gguf"), "--arch", "bert", "--vocab-file", "no-such-family"), { code: 2, stderr: /llama\.cpp's source has no models\/ggml-vocab-no-such-family\.gguf/ });
 });
