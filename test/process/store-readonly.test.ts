@@ -4,7 +4,8 @@
  * a bare "an internal error occurred". Two real refusals that root also meets: the store
  * bind-mounted read-only in a private mount namespace (what systemd's ProtectSystem=strict does to
  * a path outside ReadWritePaths=), and the daemon run as `nobody` over a store owned by root (an
- * Ollama store owned by another user).
+ * Ollama store owned by another user). A refusal the up-front check cannot see (one directory deep
+ * in the store) is answered the same way.
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
@@ -44,14 +45,19 @@ async function writesAreRefused(t: Test, url: string, reason: string): Promise<v
   t.equal(after.models.length, 2, "nothing was removed");
 }
 
-/** Fails (or skips with LMD_SKIP_SYSTEM_TESTS=1) when a needed privilege is missing here. */
-function unavailable(t: Test, reason: string): void {
-  if (process.env.LMD_SKIP_SYSTEM_TESTS === "1") t.skip(`${reason}; skipped because LMD_SKIP_SYSTEM_TESTS=1`);
-  else t.fail(`${reason} (set LMD_SKIP_SYSTEM_TESTS=1 to skip)`);
+const NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+const canUnshare = spawnSync("unshare", ["-m", "sh", "-c", "mount --bind / /mnt"]).status === 0;
+const canSetpriv = spawnSync(NOBODY[0]!, [...NOBODY.slice(1), "true"]).status === 0;
+const NEEDS_MOUNT_NS = "needs root for a private mount namespace (unshare -m)";
+const NEEDS_SETPRIV = "needs root to run the daemon as nobody (setpriv)";
+
+/** A missing privilege skips the test only with LMD_SKIP_SYSTEM_TESTS=1; otherwise the test fails saying why. */
+function skipUnless(available: boolean, reason: string): string | false {
+  return !available && process.env.LMD_SKIP_SYSTEM_TESTS === "1" ? `${reason}; skipped because LMD_SKIP_SYSTEM_TESTS=1` : false;
 }
 
-t.test("a read-only bind mount of the store (ProtectSystem=strict): writes answer 500 'read-only file system'", async (t) => {
-  if (spawnSync("unshare", ["-m", "sh", "-c", "mount --bind / /mnt"]).status !== 0) return unavailable(t, "needs root for a private mount namespace (unshare -m)");
+t.test("a read-only bind mount of the store (ProtectSystem=strict): writes answer 500 'read-only file system'", { skip: skipUnless(canUnshare, NEEDS_MOUNT_NS) }, async (t) => {
+  if (!canUnshare) return t.fail(`${NEEDS_MOUNT_NS} (set LMD_SKIP_SYSTEM_TESTS=1 to skip)`);
   const store = await preparedStore(t);
   // The daemon alone sees the store read-only: a bind mount of it onto itself, remounted ro, in its own namespace.
   const wrap = ["unshare", "-m", "sh", "-c", 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"', store];
@@ -59,10 +65,24 @@ t.test("a read-only bind mount of the store (ProtectSystem=strict): writes answe
   await writesAreRefused(t, d.url, "read-only file system");
 });
 
-t.test("a store owned by another user (the daemon runs as nobody): writes answer 500 'permission denied'", async (t) => {
-  const nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
-  if (spawnSync(nobody[0]!, [...nobody.slice(1), "true"]).status !== 0) return unavailable(t, "needs root to run the daemon as nobody (setpriv)");
+t.test("a store owned by another user (the daemon runs as nobody): writes answer 500 'permission denied'", { skip: skipUnless(canSetpriv, NEEDS_SETPRIV) }, async (t) => {
+  if (!canSetpriv) return t.fail(`${NEEDS_SETPRIV} (set LMD_SKIP_SYSTEM_TESTS=1 to skip)`);
   const store = await preparedStore(t);
-  const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: store, HOME: "/nonexistent" }, { wrap: nobody });
+  const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: store, HOME: "/nonexistent" }, { wrap: NOBODY });
   await writesAreRefused(t, d.url, "permission denied");
+});
+
+t.test("a refusal deeper in the store, past the check of its top directories, answers the same", { skip: skipUnless(canSetpriv, NEEDS_SETPRIV) }, async (t) => {
+  if (!canSetpriv) return t.fail(`${NEEDS_SETPRIV} (set LMD_SKIP_SYSTEM_TESTS=1 to skip)`);
+  const store = await preparedStore(t);
+  // The daemon's user owns the store, except the directory that holds the manifest of `mine`.
+  const mine = path.join(store, "manifests", "registry.ollama.ai", "library", "mine");
+  t.equal(spawnSync("chown", ["-R", "65534:65534", store]).status, 0);
+  t.equal(spawnSync("chown", ["0:0", mine]).status, 0);
+  const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: store, HOME: "/nonexistent" }, { wrap: NOBODY });
+  const del = (model: string) => fetch(`${d.url}/api/delete`, { method: "DELETE", body: JSON.stringify({ model }) });
+  await assertError(t, await del("mine"), 500, "model store is not writable: permission denied");
+  const copied = await fetch(`${d.url}/api/copy`, { method: "POST", body: JSON.stringify({ source: "demo", destination: "other" }) });
+  t.equal(copied.status, 200, "the rest of the store is writable");
+  t.equal((await del("other")).status, 200);
 });
