@@ -1,11 +1,13 @@
 /**
  * Forced tool calls and `format` produce arguments that match the client's schema: integers are
  * whole numbers written without fraction or exponent, numbers are finite (a sixteen-digit exponent
- * once parsed to Infinity, which JSON writes as null), nested objects and arrays hold the same. Each
+ * parses to Infinity, which JSON writes as null), nested objects and arrays hold the same. Each
  * surface that forces a call — `/v1/chat/completions` and `/v1/responses` with `tool_choice:
- * "required"`, `/v1/messages` with `tool_choice: {type: "any"}` — and `format` on `/api/chat` is
- * sampled at 20 seeds, and every answer is validated with ajv against the schema that was sent.
- * The official `openai` and `@anthropic-ai/sdk` clients make the same calls.
+ * "required"`, `/v1/messages` with `tool_choice: {type: "any"}`, through the GGUF's chat template
+ * (node-llama-cpp's function calling) and through a Go template (a grammar for the call object) —
+ * and `format` on `/api/chat` is sampled at 20 seeds, and every answer is validated with ajv
+ * against the schema that was sent. The official `openai` and `@anthropic-ai/sdk` clients make the
+ * same calls.
  */
 import Anthropic from "@anthropic-ai/sdk";
 import { Ajv } from "ajv";
@@ -34,23 +36,26 @@ const MAX = 400;
 t.test("forced tool calls and format match the schema on every surface", async (t) => {
   const { url } = await startDaemon(t, { models: [{ name: "tools", make: { preset: "tiny", chatTemplate: "chatml-tools" } }] });
   const check = new Ajv({ strict: false }).compile(PARAMS);
-  /** One answer's arguments: valid for the schema, and written back to JSON unchanged (nothing became null). */
+  /** One answer's arguments are valid for the schema (a number written as null fails it). */
   const valid = (t: Test, what: string, args: unknown) => {
     const ok = check(args);
     t.ok(ok, `${what}: ${JSON.stringify(args)} ${ok ? "" : JSON.stringify(check.errors)}`);
   };
 
+  // A Go template whose calls are bare JSON objects: tool_choice is enforced by a grammar for the call.
+  const template = '{{ if .Tools }}<|im_start|>system\nTools: {{ json .Tools }}<|im_end|>\n{{ end }}{{ range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}{{ range .ToolCalls }}{"name": "{{ .Function.Name }}", "arguments": {{ json .Function.Arguments }}}{{ end }}<|im_end|>\n{{ end }}<|im_start|>assistant\n';
+  t.equal((await postJson(`${url}/api/create`, { model: "go-tools", from: "tools", template, stream: false })).status, 200, "the Go template model");
+  const completions = (model: string) => async (seed: number) => {
+    const body = { model, seed, temperature: 1, max_tokens: MAX, messages: [{ role: "user", content: user }], tools: [{ type: "function", function: { name: "measure", parameters: PARAMS } }], tool_choice: "required" };
+    const res = await postJson(`${url}/v1/chat/completions`, body);
+    const json = (await res.json()) as { choices?: { message: { tool_calls?: { function: { arguments: string } }[] } }[]; error?: string };
+    if (res.status !== 200) throw new Error(`${res.status} ${json.error}`);
+    return JSON.parse(json.choices?.[0]?.message.tool_calls?.[0]?.function.arguments ?? "null");
+  };
+
   const surfaces: [string, (seed: number) => Promise<unknown>][] = [
-    [
-      "/v1/chat/completions",
-      async (seed) => {
-        const body = { model: "tools", seed, temperature: 1, max_tokens: MAX, messages: [{ role: "user", content: user }], tools: [{ type: "function", function: { name: "measure", parameters: PARAMS } }], tool_choice: "required" };
-        const res = await postJson(`${url}/v1/chat/completions`, body);
-        const json = (await res.json()) as { choices?: { message: { tool_calls?: { function: { arguments: string } }[] } }[]; error?: string };
-        if (res.status !== 200) throw new Error(`${res.status} ${json.error}`);
-        return JSON.parse(json.choices?.[0]?.message.tool_calls?.[0]?.function.arguments ?? "null");
-      },
-    ],
+    ["/v1/chat/completions", completions("tools")],
+    ["/v1/chat/completions, Go template", completions("go-tools")],
     [
       "/v1/responses",
       async (seed) => {
