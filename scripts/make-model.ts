@@ -30,7 +30,7 @@ SentencePiece-style vocabulary.
   --identity-layers N     add N layers that compute nothing (same output as without them, more
                           compute): a target for measuring speculative decoding with this draft
   --type T                f32 | f16 | q8_0
-  --chat-template T       chatml | none
+  --chat-template T       chatml | chatml-tools | none
   --name NAME             general.name (default: the file name)
   -h, --help              show this help
 `;

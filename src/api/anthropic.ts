@@ -54,8 +54,17 @@ export interface AnthropicCountRequest {
   thinking?: { type: "enabled" | "disabled"; budget_tokens?: number };
 }
 
+/** Structured output: the answer's text is JSON that matches `schema` (what the SDKs' `messages.parse` sends). */
+export interface AnthropicOutputFormat {
+  type: "json_schema";
+  schema: Record<string, unknown>;
+}
+
 export interface AnthropicRequest extends AnthropicCountRequest {
   max_tokens: number;
+  output_config?: { format?: AnthropicOutputFormat | null; effort?: string | null };
+  /** The beta name of `output_config.format`, which the SDKs' beta `parse` still sends. */
+  output_format?: AnthropicOutputFormat | null;
   stream?: boolean;
   stop_sequences?: string[];
   temperature?: number;
@@ -128,6 +137,12 @@ const countProperties = {
   },
 } as const;
 
+const outputFormat = {
+  type: ["object", "null"],
+  required: ["type", "schema"],
+  properties: { type: { type: "string", enum: ["json_schema"] }, schema: { type: "object" } },
+} as const;
+
 export const anthropicCountSchema = {
   type: "object",
   required: ["model", "messages"],
@@ -146,5 +161,7 @@ export const anthropicMessagesSchema = {
     temperature: { type: "number", minimum: 0, maximum: 2 },
     top_p: { type: "number", minimum: 0, maximum: 1 },
     top_k: { type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+    output_config: { type: "object", properties: { format: outputFormat } },
+    output_format: outputFormat,
   },
 } as const;

@@ -10,7 +10,7 @@ import { buildSpmVocab, TokenType, type SpmVocab } from "./vocab-words.js";
 /** Tensor storage types that can be written. */
 export type WeightType = "f32" | "f16" | "q8_0";
 /** Chat templates that can be embedded. */
-export type ChatTemplateName = "chatml" | "none";
+export type ChatTemplateName = "chatml" | "chatml-tools" | "none";
 
 /** The shape and format of a generated model. */
 export interface ModelSpec {
@@ -90,6 +90,23 @@ export const CHATML_TEMPLATE =
   "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}" +
   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
+/**
+ * ChatML that shows tools, as tool-calling chat templates do (Qwen 2.5's layout, shortened): the tools
+ * in a system turn, each call as `<tool_call>{"name": …, "arguments": …}</tool_call>` and each result
+ * as a `<tool_response>` in a user turn. A model with it has Ollama's `tools` capability.
+ */
+export const CHATML_TOOLS_TEMPLATE =
+  "{%- if tools %}<|im_start|>system\n{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}" +
+  "You may call these tools:\n<tools>\n{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools>\n" +
+  'Answer a call as <tool_call>{"name": <name>, "arguments": <arguments>}</tool_call><|im_end|>\n' +
+  "{% elif messages[0].role == 'system' %}<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n{% endif %}" +
+  "{% for message in messages %}{% if message.role == 'system' %}" +
+  "{% elif message.role == 'assistant' %}<|im_start|>assistant\n{% if message.content %}{{ message.content }}{% endif %}" +
+  '{% for call in message.tool_calls or [] %}<tool_call>{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}</tool_call>{% endfor %}<|im_end|>\n' +
+  "{% elif message.role == 'tool' %}<|im_start|>user\n<tool_response>{{ message.content }}</tool_response><|im_end|>\n" +
+  "{% else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endif %}{% endfor %}" +
+  "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
 const ALIGNMENT = 32;
 const STD = 0.02;
 const GGML_TYPE = { f32: 0, f16: 1, q8_0: 8 } as const;
@@ -120,8 +137,8 @@ export async function makeModel(file: string, options: MakeModelOptions = {}): P
   if (!Number.isInteger(identityLayers) || identityLayers < 0) throw new RangeError("identityLayers must be a non-negative integer");
   if (textOnly && tokenizer) throw new RangeError("textOnly works with the generated vocabulary, not a family's tokenizer");
   // With a family's tokenizer the generated one is only a placeholder (its keys are all replaced).
-  const vocab = buildSpmVocab(tokenizer ? PRESETS.tiny.vocabSize : spec.vocabSize, spec.chatTemplate === "chatml" ? ["<|im_start|>", "<|im_end|>"] : []);
-  if (spec.chatTemplate === "chatml") vocab.eosId = vocab.tokens.indexOf("<|im_end|>");
+  const vocab = buildSpmVocab(tokenizer ? PRESETS.tiny.vocabSize : spec.vocabSize, spec.chatTemplate !== "none" ? ["<|im_start|>", "<|im_end|>"] : []);
+  if (spec.chatTemplate !== "none") vocab.eosId = vocab.tokens.indexOf("<|im_end|>");
   const tensors = planTensors(spec, identityLayers);
   if (textOnly) tensors.find((t) => t.name === "output.weight")!.zeroRows = vocab.types.flatMap((type, id) => (type === TokenType.normal || type === TokenType.byte ? [] : [id]));
   let kv = metadata({ ...spec, layers: spec.layers + identityLayers }, vocab, name ?? basename(file).replace(/\.[^.]*$/, ""), seed);
@@ -158,7 +175,7 @@ function validate(s: ModelSpec): void {
   if (s.heads % s.kvHeads !== 0) throw new RangeError("heads must be a multiple of kvHeads");
   if ((s.embeddingLength / s.heads) % 2 !== 0) throw new RangeError("the head size (embeddingLength / heads) must be even");
   if (!(s.type in GGML_TYPE)) throw new RangeError(`unknown type '${s.type}'`);
-  if (s.chatTemplate !== "chatml" && s.chatTemplate !== "none") throw new RangeError(`unknown chat template '${s.chatTemplate}'`);
+  if (s.chatTemplate !== "chatml" && s.chatTemplate !== "chatml-tools" && s.chatTemplate !== "none") throw new RangeError(`unknown chat template '${s.chatTemplate}'`);
   if (s.type === "q8_0" && (s.embeddingLength % 32 !== 0 || s.feedForwardLength % 32 !== 0))
     throw new RangeError("q8_0 needs embeddingLength and feedForwardLength to be multiples of 32");
 }
@@ -220,7 +237,7 @@ function metadata(s: ModelSpec, vocab: SpmVocab, name: string, seed: number): [s
     ["tokenizer.ggml.add_bos_token", { t: "bool", v: true }],
     ["tokenizer.ggml.add_eos_token", { t: "bool", v: false }],
   ];
-  if (s.chatTemplate === "chatml") kv.push(["tokenizer.chat_template", { t: "str", v: CHATML_TEMPLATE }]);
+  if (s.chatTemplate !== "none") kv.push(["tokenizer.chat_template", { t: "str", v: s.chatTemplate === "chatml" ? CHATML_TEMPLATE : CHATML_TOOLS_TEMPLATE }]);
   return kv;
 }
 

@@ -15,6 +15,8 @@ import type { OnChunk } from "../runner/client.js";
 import { outputFlow } from "../http/respond.js";
 import { capPredict, resolveOptions, type ResolvedOptions } from "./options.js";
 import { capabilities } from "../store/capabilities.js";
+import { fullName } from "../store/names.js";
+import type { Capability } from "../api/model-types.js";
 import { ggufOf } from "../store/model-info.js";
 import { goTemplateIn } from "./prompt.js";
 import { usesHarmony } from "../template/harmony.js";
@@ -57,14 +59,35 @@ async function draftPathOf(services: Services, model: ResolvedModel): Promise<st
   }
 }
 
-/**
- * Ollama's capability check: a model that cannot complete (an embedding model) is a 400
- * `"<model>" does not support generate` (or `chat`), before anything is loaded.
- */
-export async function requireCompletion(services: Services, target: Target, endpoint: "generate" | "chat"): Promise<void> {
-  const { model } = target;
+/** The model's capabilities (as /api/show lists them); undefined when its GGUF cannot be read (the load then says why). */
+async function capabilitiesOf(services: Services, model: ResolvedModel): Promise<Capability[] | undefined> {
   const gguf = await ggufOf(services.store, model.digest).catch(() => undefined);
-  if (gguf && !capabilities(gguf, model.template, model.manifest, model).includes("completion")) throw new BadRequestError(`${JSON.stringify(target.name)} does not support ${endpoint}`);
+  return gguf && capabilities(gguf, model.template, model.manifest, model);
+}
+
+/**
+ * Ollama's capability check, before anything is loaded: a model that cannot complete (an embedding
+ * model) is a 400 `"<model>" does not support generate` (or `chat`); `tools` on a model without the
+ * `tools` capability (its template does not show tools) is a 400 `<full name> does not support
+ * tools`, as Ollama's CheckCapabilities words it — rather than a function-calling prompt the
+ * model's own template never shows. Tools that `tool_choice: "none"` turns off are not offered,
+ * and need nothing.
+ */
+export async function requireCompletion(services: Services, target: Target, endpoint: "generate" | "chat", tools = false): Promise<void> {
+  const caps = await capabilitiesOf(services, target.model);
+  if (!caps) return;
+  if (!caps.includes("completion")) throw new BadRequestError(`${JSON.stringify(target.name)} does not support ${endpoint}`);
+  if (tools && !caps.includes("tools")) throw new BadRequestError(`${fullName(target.model.name)} does not support tools`);
+}
+
+/** Tools are offered to the model: given, and not turned off by `tool_choice: "none"`. */
+function offersTools(call: ChatCall): boolean {
+  return Boolean(call.tools?.length) && call.toolChoice !== "none";
+}
+
+/** Embeddings of a reranker are its relevance scores, not vectors: a 400 in Ollama's words for a missing capability. */
+async function requireEmbedding(services: Services, target: Target): Promise<void> {
+  if ((await capabilitiesOf(services, target.model))?.includes("reranking")) throw new BadRequestError(`${fullName(target.model.name)} does not support embedding`);
 }
 
 /** Holds a slot of the target's model (loading it first if needed) while `run` works. */
@@ -131,7 +154,7 @@ export interface ChatOutput {
  * MESSAGE lines come first (`conversation`). `think` on a model without thoughts is a 400.
  */
 export async function runChat(services: Services, ctx: RequestContext, target: Target, call: ChatCall, on: ChatCallbacks): Promise<ChatOutput> {
-  await requireCompletion(services, target, "chat");
+  await requireCompletion(services, target, "chat", offersTools(call));
   const { opts, model } = target;
   const t = goTemplateIn(model);
   return withLease(services, ctx, target, async (lease) => {
@@ -154,7 +177,7 @@ export async function runChat(services: Services, ctx: RequestContext, target: T
 
 /** The prompt a chat would evaluate, without running the model (`_debug_render_only`). */
 export async function renderChat(services: Services, ctx: RequestContext, target: Target, call: ChatCall): Promise<string> {
-  await requireCompletion(services, target, "chat");
+  await requireCompletion(services, target, "chat", offersTools(call));
   const { model } = target;
   const t = goTemplateIn(model);
   const tc = { name: target.name, opts: target.opts, ...call, turns: conversation(model, call.turns), harmony: usesHarmony(model) };
@@ -188,7 +211,8 @@ function numberParam(v: unknown): number | undefined {
 }
 
 /** Tokens of the prompt a chat call renders to (system, tools and turns), evaluating nothing. */
-export function countChatTokens(services: Services, ctx: RequestContext, target: Target, call: ChatCall): Promise<number> {
+export async function countChatTokens(services: Services, ctx: RequestContext, target: Target, call: ChatCall): Promise<number> {
+  await requireCompletion(services, target, "chat", offersTools(call));
   const { opts, model } = target;
   const t = goTemplateIn(model);
   return withLease(services, ctx, target, async (lease) => {
@@ -215,7 +239,9 @@ export function runCompletion(services: Services, ctx: RequestContext, target: T
 }
 
 /** Raw embedding vectors of `inputs` (one job; the runner evaluates them in turn). */
-export function runEmbed(services: Services, ctx: RequestContext, target: Target, inputs: string[], truncate: boolean, dimensions?: number): Promise<{ result: EmbedResult; loadNs: number }> {
+export async function runEmbed(services: Services, ctx: RequestContext, target: Target, inputs: string[], truncate: boolean, dimensions?: number): Promise<{ result: EmbedResult; loadNs: number }> {
+  // The load form (no input) loads any model, as Ollama's does.
+  if (inputs.length > 0) await requireEmbedding(services, target);
   return withLease(services, ctx, target, async (lease) => {
     const length = lease.runner.info.embeddingLength;
     if (dimensions !== undefined && dimensions > length) throw new BadRequestError(`dimensions must be between 1 and ${length}`);

@@ -41,6 +41,7 @@ import { pausable, PauseSwitch } from "./flow.js";
 import { DecodeLoop, fastEvaluate } from "./decode-loop.js";
 import { Outbox } from "./outbox.js";
 import { generateText, keepFirstSpace, plainTriggers, type GenerationOptions, type GenerationResult } from "./generation.js";
+import { jsonGrammar } from "./json-grammar.js";
 
 let loaded: Loaded | undefined;
 /** Resolves the wait after an `estimate` message (the parent's `admit`). */
@@ -300,7 +301,7 @@ function pickSlot(l: Loaded, tokens: readonly Token[]): { slot: Slot; cached: nu
 
 async function grammarFor(l: Loaded, spec: GrammarSpec | undefined): Promise<LlamaGrammar | undefined> {
   if (!spec) return undefined;
-  if (spec.kind === "json") return l.llama.getGrammarFor("json");
+  if (spec.kind === "json") return jsonGrammar(l.llama);
   // The schema type is node-llama-cpp's GbnfJsonSchema; it rejects what it cannot express.
   return l.llama.createGrammarForJsonSchema(spec.schema as Parameters<Llama["createGrammarForJsonSchema"]>[0]);
 }

@@ -51,9 +51,14 @@ export function displayName(name: ModelName): string {
   return `${name.host}/${name.namespace}/${name.model}:${name.tag}`;
 }
 
+/** The full form, as Ollama names a model in its capability errors: `host/namespace/model:tag`. */
+export function fullName(name: ModelName): string {
+  return `${name.host}/${name.namespace}/${name.model}:${name.tag}`;
+}
+
 /** The full form, used as a key: `host/namespace/model:tag`, lower-cased (names match case-insensitively). */
 export function nameKey(name: ModelName): string {
-  return `${name.host}/${name.namespace}/${name.model}:${name.tag}`.toLowerCase();
+  return fullName(name).toLowerCase();
 }
 
 /** Path segments of the manifest under `<store>/manifests`. */

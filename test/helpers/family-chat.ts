@@ -102,17 +102,17 @@ export const THINKING: Record<string, { on: string; off: string; opens: boolean 
 let llama: Promise<Llama> | undefined;
 
 /**
- * node-llama-cpp's rendering of {@link history} with {@link tools} from the model file's own chat
- * template (its chat wrapper resolved from the file here, in the test process, vocabulary only),
- * and the wrapper's name.
+ * node-llama-cpp's rendering of {@link history} with {@link tools} (without them for a template
+ * that shows none: `withTools` false) from the model file's own chat template (its chat wrapper
+ * resolved from the file here, in the test process, vocabulary only), and the wrapper's name.
  */
-export async function nodeLlamaCppRendering(file: string): Promise<{ text: string; wrapper: string }> {
+export async function nodeLlamaCppRendering(file: string, withTools = true): Promise<{ text: string; wrapper: string }> {
   llama ??= getLlama({ gpu: false, build: "never", maxThreads: 1 });
   const model = await (await llama).loadModel({ modelPath: file, vocabOnly: true });
   try {
     const wrapper = resolveChatWrapper(model);
     const functions = { get_weather: { description: "Current weather in a city", params } };
-    const state = wrapper.generateContextState({ chatHistory: history, availableFunctions: functions, documentFunctionParams: true });
+    const state = wrapper.generateContextState({ chatHistory: history, ...(withTools ? { availableFunctions: functions, documentFunctionParams: true } : {}) });
     return { text: text(model, state.contextText), wrapper: wrapper.wrapperName };
   } finally {
     await model.dispose();

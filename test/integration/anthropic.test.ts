@@ -13,7 +13,13 @@ const tools: Anthropic.Tool[] = [
 ];
 
 t.test("anthropic messages", async (t) => {
-  const { url } = await startDaemon(t, { models: [{ name: "chat", make: { preset: "tiny", chatTemplate: "chatml" } }] });
+  // Tools need a template that shows them (Ollama's tools capability): "tools" has one, "chat" not.
+  const { url } = await startDaemon(t, {
+    models: [
+      { name: "chat", make: { preset: "tiny", chatTemplate: "chatml" } },
+      { name: "tools", make: { preset: "tiny", chatTemplate: "chatml-tools" } },
+    ],
+  });
   const client = new Anthropic({ baseURL: url, apiKey: "unused", maxRetries: 0 });
   const base = { model: "chat", max_tokens: 6, temperature: 0 };
   const messages: Anthropic.MessageParam[] = [{ role: "user", content: "Hello" }];
@@ -50,17 +56,17 @@ t.test("anthropic messages", async (t) => {
   });
 
   t.test("tools: a forced tool_use, its tool_result fed back", async (t) => {
-    const first = await client.messages.create({ ...base, max_tokens: 60, temperature: 0.7, messages: [{ role: "user", content: "Weather in Paris?" }], tools, tool_choice: { type: "any" } });
+    const first = await client.messages.create({ ...base, model: "tools", max_tokens: 60, temperature: 0.7, messages: [{ role: "user", content: "Weather in Paris?" }], tools, tool_choice: { type: "any" } });
     t.equal(first.stop_reason, "tool_use");
     const use = first.content.find((b): b is Anthropic.ToolUseBlock => b.type === "tool_use");
     t.ok(use, "a tool_use block");
     if (!use) return;
     t.match(use, { id: /^toolu_/, name: /^(get_weather|get_time)$/, input: use.name === "get_weather" ? { city: /^(Paris|Tokyo)$/ } : { zone: /^(UTC|CET)$/ } });
 
-    const named = await client.messages.create({ ...base, max_tokens: 60, messages, tools, tool_choice: { type: "tool", name: "get_time" } });
+    const named = await client.messages.create({ ...base, model: "tools", max_tokens: 60, messages, tools, tool_choice: { type: "tool", name: "get_time" } });
     t.match(named.content.find((b) => b.type === "tool_use"), { name: "get_time", input: { zone: /^(UTC|CET)$/ } }, "tool_choice names the tool");
 
-    const streamed = await client.messages.stream({ ...base, max_tokens: 60, messages, tools, tool_choice: { type: "tool", name: "get_time" } }).finalMessage();
+    const streamed = await client.messages.stream({ ...base, model: "tools", max_tokens: 60, messages, tools, tool_choice: { type: "tool", name: "get_time" } }).finalMessage();
     t.match(streamed.content.find((b) => b.type === "tool_use"), { type: "tool_use", name: "get_time", input: { zone: /^(UTC|CET)$/ } }, "input_json_delta is parsed by the SDK");
 
     const followUp = (result: string): Anthropic.MessageParam[] => [
@@ -68,8 +74,8 @@ t.test("anthropic messages", async (t) => {
       { role: "assistant", content: first.content },
       { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: result }] },
     ];
-    const short = await client.messages.create({ ...base, max_tokens: 2, messages: followUp("21C"), tools });
-    const long = await client.messages.create({ ...base, max_tokens: 2, messages: followUp("21C, clear sky, a light breeze from the west, low humidity"), tools });
+    const short = await client.messages.create({ ...base, model: "tools", max_tokens: 2, messages: followUp("21C"), tools });
+    const long = await client.messages.create({ ...base, model: "tools", max_tokens: 2, messages: followUp("21C, clear sky, a light breeze from the west, low humidity"), tools });
     t.match(short, { stop_reason: /^(end_turn|max_tokens)$/, content: [{ type: "text" }] });
     t.ok(long.usage.input_tokens > short.usage.input_tokens, "the tool result is rendered into the next prompt");
   });
@@ -78,8 +84,9 @@ t.test("anthropic messages", async (t) => {
     const message = await client.messages.create({ ...base, max_tokens: 1, system: "Be brief.", messages });
     const counted = await client.messages.countTokens({ model: "chat", system: "Be brief.", messages });
     t.same(counted, { input_tokens: message.usage.input_tokens }, "the same count as the prompt of a generation");
-    const withTools = await client.messages.countTokens({ model: "chat", system: "Be brief.", messages, tools });
-    t.ok(withTools.input_tokens > counted.input_tokens, "offered tools are counted");
+    const plain = await client.messages.countTokens({ model: "tools", system: "Be brief.", messages });
+    const withTools = await client.messages.countTokens({ model: "tools", system: "Be brief.", messages, tools });
+    t.ok(withTools.input_tokens > plain.input_tokens, "offered tools are counted");
   });
 
   t.test("errors: the contract's body, the SDK's classes", async (t) => {
@@ -95,7 +102,7 @@ t.test("anthropic messages", async (t) => {
     t.same(await noMax.json(), { error: "max_tokens is required" });
     const image = await postJson(`${url}/v1/messages`, { ...base, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "AA==" } }] }] });
     t.same([image.status, await image.json()], [400, { error: "model 'chat' does not support images" }]);
-    const wrongTool = await postJson(`${url}/v1/messages`, { ...base, messages, tools, tool_choice: { type: "tool", name: "nope" } });
+    const wrongTool = await postJson(`${url}/v1/messages`, { ...base, model: "tools", messages, tools, tool_choice: { type: "tool", name: "nope" } });
     t.same([wrongTool.status, await wrongTool.json()], [400, { error: "invalid value for parameter 'tool_choice': tool 'nope' is not among the tools" }]);
   });
 });

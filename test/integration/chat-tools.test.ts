@@ -28,7 +28,7 @@ interface Completion {
 }
 
 t.test("tool calls", async (t) => {
-  const { url } = await startDaemon(t, { models: [{ name: "chat", make: { preset: "tiny", chatTemplate: "chatml" } }] });
+  const { url } = await startDaemon(t, { models: [{ name: "chat", make: { preset: "tiny", chatTemplate: "chatml-tools" } }] });
   const v1 = async (body: Record<string, unknown>) => {
     const res = await postJson(`${url}/v1/chat/completions`, { model: "chat", ...options, ...body });
     t.equal(res.status, 200, "status 200");

@@ -10,7 +10,7 @@ import { startDaemon } from "../helpers/daemon.js";
 const greedy = { temperature: 0, seed: 3, num_predict: 6 };
 
 t.test("client libraries", async (t) => {
-  const { url } = await startDaemon(t, { models: [{ name: "chat", make: { preset: "tiny", chatTemplate: "chatml" } }] });
+  const { url } = await startDaemon(t, { models: [{ name: "chat", make: { preset: "tiny", chatTemplate: "chatml-tools" } }] });
 
   t.test("ollama", async (t) => {
     const ollama = new Ollama({ host: url });

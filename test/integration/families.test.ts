@@ -14,6 +14,7 @@
 import { readFile } from "node:fs/promises";
 import t from "tap";
 import { readTemplate } from "../../src/gguf/family-vocab.js";
+import { assertError } from "../helpers/assert-error.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
 import { callMessage, nodeLlamaCppRendering, question, resultMessage, tools } from "../helpers/family-chat.js";
 import { FAMILIES, familyModel, vocabPath } from "../helpers/families.js";
@@ -31,6 +32,9 @@ async function vectors(file: string): Promise<{ text: string; tokens: number[] }
   return inputs.map((text, i) => ({ text, tokens: outputs[i]!.trim().split(/\s+/).filter(Boolean).map(Number) }));
 }
 
+/** The families whose chat template shows no tools (Phi-3.5's mentions neither `tools` nor `tool_call`). */
+const NO_TOOLS = new Set(["phi3.5"]);
+
 t.test("real families: tokenizer vectors, template, rendering", async (t) => {
   const src = await llamaSrc();
   const makes = new Map(await Promise.all(FAMILIES.map(async (f) => [f.name, await familyModel(f)] as const)));
@@ -41,7 +45,7 @@ t.test("real families: tokenizer vectors, template, rendering", async (t) => {
   const renderings = new Map<string, ReturnType<typeof nodeLlamaCppRendering>>();
   let chain: Promise<unknown> = Promise.resolve();
   for (const f of FAMILIES) {
-    const p = chain.then(() => nodeLlamaCppRendering(files.get(f.name)!));
+    const p = chain.then(() => nodeLlamaCppRendering(files.get(f.name)!, !NO_TOOLS.has(f.name)));
     p.catch(() => undefined);
     renderings.set(f.name, p);
     chain = p.catch(() => undefined);
@@ -62,10 +66,15 @@ t.test("real families: tokenizer vectors, template, rendering", async (t) => {
       }
       t.equal(same, cases.length, `all ${cases.length} of llama.cpp's test vectors`);
 
-      const show = (await (await postJson(`${url}/api/show`, { model: f.name })).json()) as { template: string };
+      const show = (await (await postJson(`${url}/api/show`, { model: f.name })).json()) as { template: string; capabilities: string[] };
       t.equal(show.template, await readTemplate(f.template, src), "the family's chat template is the model's");
 
-      const res = await postJson(`${url}/api/chat`, { model: f.name, stream: false, tools, messages: [...question, callMessage, resultMessage], _debug_render_only: true });
+      // A template that shows no tools refuses them (Ollama's tools capability); the conversation,
+      // its call and result included, still renders.
+      const toolless = NO_TOOLS.has(f.name);
+      t.equal(show.capabilities.includes("tools"), !toolless, toolless ? "its template shows no tools" : "its template shows tools");
+      if (toolless) await assertError(t, await postJson(`${url}/api/chat`, { model: f.name, stream: false, tools, messages: question, _debug_render_only: true }), 400, `registry.ollama.ai/library/${f.name}:latest does not support tools`);
+      const res = await postJson(`${url}/api/chat`, { model: f.name, stream: false, ...(toolless ? {} : { tools }), messages: [...question, callMessage, resultMessage], _debug_render_only: true });
       const body = (await res.json()) as { _debug_info?: { rendered_template: string }; error?: string };
       t.equal(res.status, 200, body.error ?? "rendered");
       const expected = await renderings.get(f.name)!;

@@ -14,7 +14,7 @@ const tools: OpenAI.Responses.FunctionTool[] = [
 ];
 
 t.test("responses", async (t) => {
-  const { url } = await startDaemon(t, { models: [{ name: "chat", make: { preset: "tiny", chatTemplate: "chatml" } }] });
+  const { url } = await startDaemon(t, { models: [{ name: "chat", make: { preset: "tiny", chatTemplate: "chatml-tools" } }] });
   const openai = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 });
   const base = { model: "chat", temperature: 0, max_output_tokens: 8 };
 
@@ -41,6 +41,13 @@ t.test("responses", async (t) => {
   t.test("max_output_tokens ends an incomplete response", async (t) => {
     const cut = await openai.responses.create({ ...base, max_output_tokens: 3, input: "Hello" });
     t.match(cut, { status: "incomplete", incomplete_details: { reason: "max_output_tokens" }, usage: { output_tokens: 3 } });
+    t.match(cut.output, [{ type: "message", status: "incomplete" }], "the message the limit cut is incomplete too (OpenAI's shape)");
+    const stream = openai.responses.stream({ ...base, max_output_tokens: 3, input: "Hello" });
+    const done: unknown[] = [];
+    stream.on("response.output_item.done", (e) => done.push(e.item));
+    const streamed = await stream.finalResponse();
+    t.match(done, [{ type: "message", status: "incomplete" }], "streamed: its output_item.done says so");
+    t.match(streamed, { status: "incomplete", output: [{ type: "message", status: "incomplete" }] });
   });
 
   t.test("function tools: a forced call, its output fed back", async (t) => {

@@ -109,7 +109,7 @@ t.test("tools on a Go template that does not show .Tools are refused, as Ollama 
   const tools = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }];
   const res = await postJson(`${url}/api/chat`, { model: "plain", messages: [{ role: "user", content: "Hi" }], tools, stream: false });
   t.equal(res.status, 400);
-  t.same(await res.json(), { error: "model 'plain' does not support tools" });
+  t.same(await res.json(), { error: "registry.ollama.ai/library/plain:latest does not support tools" }, "in Ollama's words");
   const none = await postJson(`${url}/v1/chat/completions`, { model: "plain", messages: [{ role: "user", content: "Hi" }], tools, tool_choice: "none", max_tokens: 1 });
   t.equal(none.status, 200, "tool_choice none: no tools offered, nothing refused");
 });

@@ -75,3 +75,20 @@ t.test("SDK stream accumulators read the builders' events", async (t) => {
     t.match(err, { message: /boom/ });
   });
 });
+
+t.test("a response's message item ends as the response does: completed, or incomplete at the limit", async (t) => {
+  for (const incomplete of [false, true]) {
+    const events: { type: string; item?: { type: string; status?: string } }[] = [];
+    const output = new ResponseOutput({ model: "m" }, (e) => events.push(e as (typeof events)[number]));
+    output.reasoning("Hm.");
+    output.text("Hi");
+    const response = output.finish([], incomplete, {}) as { status: string; output: { type: string; status?: string }[] };
+    const status = incomplete ? "incomplete" : "completed";
+    t.equal(response.status, status);
+    t.match(response.output, [{ type: "reasoning" }, { type: "message", status }], `the message item is ${status}`);
+    t.match(events.filter((e) => e.type === "response.output_item.done").map((e) => e.item), [{ type: "reasoning" }, { type: "message", status }], "and its output_item.done event");
+    // Nothing written at all: the empty message stands for the answer, with the same status.
+    const empty = new ResponseOutput({ model: "m" }).finish([], incomplete, {}) as { output: { type: string; status?: string }[] };
+    t.match(empty.output, [{ type: "message", status }]);
+  }
+});

@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import type { AnthropicCountRequest, AnthropicMessage, AnthropicRequest, AnthropicResponse, AnthropicStopReason, AnthropicToolResultBlock, AnthropicToolUseBlock } from "../../api/anthropic.js";
 import type { ModelOptions } from "../../api/types.js";
 import { BadRequestError } from "../../errors.js";
-import type { ChatTurn, GenerateStats, ToolCallSpec, ToolChoice, ToolSpec } from "../../runner/protocol.js";
+import type { ChatTurn, GenerateStats, GrammarSpec, ToolCallSpec, ToolChoice, ToolSpec } from "../../runner/protocol.js";
 import type { ChatCall } from "../completion.js";
 
 /** The chat call of a request: system prompt, turns, tools, tool choice and thinking. */
@@ -114,6 +114,15 @@ function toToolChoice(body: AnthropicCountRequest, tools: ToolSpec[] | undefined
  */
 function toThink(body: AnthropicCountRequest): boolean | undefined {
   return body.thinking?.type === "disabled" ? false : undefined;
+}
+
+/**
+ * `output_config.format` (or its beta name `output_format`): the answer's text is JSON matching the
+ * schema, enforced by grammar as `format` is on /api/chat.
+ */
+export function toGrammar(body: AnthropicRequest): GrammarSpec | undefined {
+  const format = body.output_config?.format ?? body.output_format;
+  return format ? { kind: "schema", schema: format.schema } : undefined;
 }
 
 /** Sampling fields → Ollama options (absent fields keep the model's defaults). */

@@ -16,7 +16,7 @@ import type { RequestContext, Router } from "../../http/router.js";
 import { compileValidator } from "../../http/validate.js";
 import { countChatTokens, resolveTarget, runChat } from "../completion.js";
 import type { Services } from "../services.js";
-import { anthropicId, stopReason, toChatCall, toOptions, toolUseBlocks, usageOf } from "./convert.js";
+import { anthropicId, stopReason, toChatCall, toGrammar, toOptions, toolUseBlocks, usageOf } from "./convert.js";
 import { MessageEvents } from "./stream.js";
 
 const validateMessages = compileValidator<AnthropicRequest>(anthropicMessagesSchema);
@@ -29,7 +29,7 @@ export function anthropicRoutes(router: Router, services: Services): void {
 
 async function messages(ctx: RequestContext, services: Services): Promise<void> {
   const body = validateMessages(await readJson(ctx.req, services.config.maxBodyBytes));
-  const call = toChatCall(body, body.model);
+  const call = { ...toChatCall(body, body.model), grammar: toGrammar(body) };
   const target = await resolveTarget(services, body.model, toOptions(body), undefined, ctx.log);
   const head = { id: anthropicId("msg"), model: body.model };
   const stream = body.stream ? new NamedSseStream(ctx.res) : undefined;

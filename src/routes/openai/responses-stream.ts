@@ -46,11 +46,13 @@ export class ResponseOutput {
   /** Tool calls as `function_call` items, then the final response (also emitted when streaming). */
   finish(calls: readonly ToolCallSpec[], incomplete: boolean, usage: Json): Json {
     this.start();
-    this.close();
+    // The message the limit cut short is `incomplete`, as the response is (OpenAI's shape).
+    const ended = incomplete ? "incomplete" : "completed";
+    this.close(ended);
     // Like /v1/chat/completions: a call without text is not accompanied by an empty message.
     if (calls.length === 0 && !this.output.some((o) => o.type === "message")) {
       this.openPart("message");
-      this.close();
+      this.close(ended);
     }
     for (const call of calls) {
       const args = JSON.stringify(call.arguments);
@@ -91,7 +93,8 @@ export class ResponseOutput {
     this.event("response.content_part.added", { item_id: item.id, output_index: this.open.index, content_index: 0, part: this.part(kind, "") });
   }
 
-  private close(): void {
+  /** Ends the open item; a message item ends with `status` (a change of kind ends it `completed`). */
+  private close(status: "completed" | "incomplete" = "completed"): void {
     const open = this.open;
     if (!open) return;
     this.open = undefined;
@@ -99,7 +102,7 @@ export class ResponseOutput {
     const part = this.part(open.kind, open.text, open.logprobs);
     this.event(open.kind === "message" ? "response.output_text.done" : "response.reasoning_text.done", { ...at, text: open.text, ...(open.kind === "message" ? { logprobs: open.logprobs } : {}) });
     this.event("response.content_part.done", { ...at, part });
-    const done = { ...open.item, ...(open.kind === "message" ? { status: "completed" } : {}), content: [part] };
+    const done = { ...open.item, ...(open.kind === "message" ? { status } : {}), content: [part] };
     this.output[open.index] = done;
     this.event("response.output_item.done", { output_index: open.index, item: done });
   }
