@@ -15,9 +15,10 @@ import type { Logger } from "../logger.js";
  * refused only while all are busy: plain HTTP gets a readable 503, a TLS socket (no handshake yet)
  * is only closed.
  */
-export function capGatewayConnections(server: Server, limits: { total: number; perAddress: number; prefix: { v4: number; v6: number } }, log: Logger, tls: boolean): void {
+export function capGatewayConnections(server: Server, limits: { total: number; perAddress: number; prefix: { v4: number; v6: number }; firstRequestMs: number }, log: Logger, tls: boolean): void {
   capConnections(server, {
     total: limits.total,
+    firstRequestMs: limits.firstRequestMs,
     perKey: limits.perAddress,
     keyOf: (address) => addressKey(address, limits.prefix),
     refuse: (socket) => (tls ? socket.destroy() : refuseRaw(socket, 503, "too many connections", { "retry-after": "1" })),

@@ -62,7 +62,7 @@ export async function createGateway(config: Readonly<GatewayConfig>, deps: { log
   server.headersTimeout = SERVER_TIMEOUTS.headersTimeoutMs;
   server.requestTimeout = SERVER_TIMEOUTS.requestTimeoutMs;
   server.keepAliveTimeout = SERVER_TIMEOUTS.keepAliveTimeoutMs;
-  capGatewayConnections(server, { total: config.maxConnections, perAddress: config.maxConnectionsPerAddress, prefix: config.addressPrefix }, log, tlsOptions !== undefined);
+  capGatewayConnections(server, { total: config.maxConnections, perAddress: config.maxConnectionsPerAddress, prefix: config.addressPrefix, firstRequestMs: SERVER_TIMEOUTS.headersTimeoutMs }, log, tlsOptions !== undefined);
   answerClientErrors(server, log);
   server.on("tlsClientError", (err: Error) => log.debug({ err: err.message }, "TLS handshake failed"));
   const sweeper = setInterval(() => {

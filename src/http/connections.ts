@@ -26,6 +26,12 @@ export interface ConnectionCap {
   refuse?: (socket: Socket) => void;
   /** Least time between two log lines about the cap (default 10 s). */
   logEveryMs?: number;
+  /**
+   * A connection whose first request has not arrived this long after it opened is closed. Node's
+   * own head timeout starts only with the first byte, so a socket that sends nothing was never
+   * closed at all.
+   */
+  firstRequestMs: number;
 }
 
 interface Conn {
@@ -33,6 +39,8 @@ interface Conn {
   key: string;
   /** Requests in progress on it (a response not yet finished). */
   busy: number;
+  /** Closes it unless a request arrives first. */
+  silence: NodeJS.Timeout | undefined;
 }
 
 /** Guards `server` (HTTP or HTTPS); replaces Node's `maxConnections`, which only refuses. */
@@ -70,6 +78,7 @@ export function capConnections(server: Server, cap: ConnectionCap, log: Logger):
   };
 
   const drop = (c: Conn) => {
+    clearTimeout(c.silence);
     if (!conns.delete(c.socket)) return;
     const left = (byKey.get(c.key) ?? 1) - 1;
     if (left <= 0) byKey.delete(c.key);
@@ -87,7 +96,9 @@ export function capConnections(server: Server, cap: ConnectionCap, log: Logger):
       report(address, "total");
       if (!evictIdle()) return refuse(socket);
     }
-    const c: Conn = { socket, key, busy: 0 };
+    const c: Conn = { socket, key, busy: 0, silence: undefined };
+    c.silence = setTimeout(() => socket.destroy(), cap.firstRequestMs);
+    c.silence.unref();
     conns.set(socket, c);
     byKey.set(key, (byKey.get(key) ?? 0) + 1);
     socket.once("close", () => drop(c));
@@ -98,6 +109,7 @@ export function capConnections(server: Server, cap: ConnectionCap, log: Logger):
     const raw = (req.socket as Socket & { _parent?: Socket })._parent ?? req.socket;
     const c = conns.get(raw);
     if (!c) return;
+    clearTimeout(c.silence);
     c.busy++;
     res.once("close", () => c.busy--);
   });

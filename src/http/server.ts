@@ -63,8 +63,8 @@ export interface ServerLimits {
 /**
  * 1024 connections: room for the default queue (`SERVICE_MAX_QUEUE` 512) twice over, and far below
  * the file descriptors a daemon gets, so a flood of sockets cannot starve the store and runners of fds.
- * 10 s for a request head (a few hundred bytes): a socket that sends nothing is closed within
- * about 12.5 s (Node looks every quarter of the timeout), and sooner when the cap needs its place.
+ * 10 s for a request head (a few hundred bytes), counted from the connection's opening for its
+ * first request: a socket that sends nothing is closed then, and sooner when the cap needs its place.
  */
 export const SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({ headersTimeoutMs: 10_000, bodyIdleTimeoutMs: BODY_IDLE_TIMEOUT_MS, keepAliveTimeoutMs: 5_000, maxConnections: 1024 });
 
@@ -102,7 +102,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = SERVER_TIMEOUTS.requestTimeoutMs;
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
-  capConnections(server, { total: limits.maxConnections }, options.log);
+  capConnections(server, { total: limits.maxConnections, firstRequestMs: limits.headersTimeoutMs }, options.log);
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
   return {
     server,
