@@ -13,6 +13,7 @@
  */
 import type { Server } from "node:http";
 import { isIPv4, isIPv6, type Socket } from "node:net";
+import { Server as TlsServer, type TLSSocket } from "node:tls";
 import type { Logger } from "../logger.js";
 
 export interface ConnectionCap {
@@ -27,9 +28,8 @@ export interface ConnectionCap {
   /** Least time between two log lines about the cap (default 10 s). */
   logEveryMs?: number;
   /**
-   * A connection whose first request has not arrived this long after it opened is closed. Node's
-   * own head timeout starts only with the first byte, so a socket that sends nothing was never
-   * closed at all.
+   * A connection that has sent nothing this long after it opened is closed. Node's own head
+   * timeout starts only with the first byte, so a socket that sends nothing was never closed.
    */
   firstRequestMs: number;
 }
@@ -41,6 +41,8 @@ interface Conn {
   busy: number;
   /** Closes it unless a request arrives first. */
   silence: NodeJS.Timeout | undefined;
+  /** Over TLS, the socket that carries HTTP once the handshake is done. */
+  app?: TLSSocket;
 }
 
 /** Guards `server` (HTTP or HTTPS); replaces Node's `maxConnections`, which only refuses. */
@@ -49,6 +51,7 @@ export function capConnections(server: Server, cap: ConnectionCap, log: Logger):
   const byKey = new Map<string, number>();
   const keyOf = cap.keyOf ?? ((a: string) => a);
   const logEveryMs = cap.logEveryMs ?? 10_000;
+  const tls = server instanceof TlsServer;
   let lastLog = -Infinity;
   let evicted = 0;
   let refused = 0;
@@ -97,11 +100,21 @@ export function capConnections(server: Server, cap: ConnectionCap, log: Logger):
       if (!evictIdle()) return refuse(socket);
     }
     const c: Conn = { socket, key, busy: 0, silence: undefined };
-    c.silence = setTimeout(() => socket.destroy(), cap.firstRequestMs);
+    // Only a socket that sent nothing (over TLS: no handshake, or nothing after it); once bytes
+    // came, Node's head timeout runs and answers 408.
+    c.silence = setTimeout(() => {
+      const carrier = tls ? c.app : socket;
+      if (!carrier || carrier.bytesRead === 0) socket.destroy();
+    }, cap.firstRequestMs);
     c.silence.unref();
     conns.set(socket, c);
     byKey.set(key, (byKey.get(key) ?? 0) + 1);
     socket.once("close", () => drop(c));
+  });
+
+  server.on("secureConnection", (app: TLSSocket) => {
+    const c = conns.get((app as TLSSocket & { _parent?: Socket })._parent ?? app);
+    if (c) c.app = app;
   });
 
   server.on("request", (req: { socket: Socket }, res: { once(e: "close", f: () => void): void }) => {
