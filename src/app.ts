@@ -109,7 +109,7 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
   openaiRoutes(router, services);
   anthropicRoutes(router, services);
   modelRoutes(router, services);
-  blobRoutes(router, services);
+  const stopBlobCollection = blobRoutes(router, services);
   createRoutes(router, services);
   pullRoutes(router, services);
   pushRoutes(router, services);
@@ -130,6 +130,7 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
       await scheduler.unloadAll(); // what is left gets 503 (a stream: its last line); runners dispose their models and exit
       server.closeAllConnections();
       await stopped;
+      stopBlobCollection();
     })());
 
   const preload = () => preloadModels(policy, store, scheduler, log);

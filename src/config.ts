@@ -68,6 +68,8 @@ export interface Config {
   cacheMinTokens: number;
   /** Where pulls and pushes find credentials and trust, and which mirrors pulls try first. */
   registry: RegistryConfig;
+  /** Bytes of blobs no manifest references (uploads awaiting a create) the store holds at most: more → 507. */
+  maxUnreferencedBlobBytes: number;
 }
 
 export interface RegistryConfig {
@@ -120,6 +122,7 @@ export const VARIABLES = {
   SERVICE_REGISTRY_AUTH: { default: "~/.docker/config.json", meaning: "registry credentials in Docker's config.json format (the auths entries docker login writes); read at each pull and push; mode 0600" },
   SERVICE_REGISTRY_CA: { default: "", meaning: "PEM file of CA certificates trusted for registries and mirrors, besides the system's" },
   SERVICE_REGISTRY_MIRRORS: { default: "", meaning: "pull-through mirrors, comma separated <registry host>=<mirror URL> (registry.ollama.ai=https://mirror.lan:5000): pulls try the mirror first, then the registry" },
+  SERVICE_MAX_UNREFERENCED_BLOBS: { default: "64GiB", meaning: "bytes of uploaded blobs no model references yet (/api/blobs before /api/create) the store holds at most; an upload past it 507; such blobs are removed an hour after their upload" },
 } as const;
 
 export type VariableName = keyof typeof VARIABLES;
@@ -157,6 +160,7 @@ const schema = {
     SERVICE_REGISTRY_AUTH: { type: "string", default: VARIABLES.SERVICE_REGISTRY_AUTH.default },
     SERVICE_REGISTRY_CA: { type: "string" },
     SERVICE_REGISTRY_MIRRORS: { type: "string", default: "" },
+    SERVICE_MAX_UNREFERENCED_BLOBS: { type: "string", default: VARIABLES.SERVICE_MAX_UNREFERENCED_BLOBS.default },
   },
 } as const;
 
@@ -191,6 +195,7 @@ interface RawEnv {
   SERVICE_REGISTRY_AUTH: string;
   SERVICE_REGISTRY_CA?: string;
   SERVICE_REGISTRY_MIRRORS: string;
+  SERVICE_MAX_UNREFERENCED_BLOBS: string;
 }
 
 /** Reads and checks the configuration from `env` (never from `process.env` directly). */
@@ -247,6 +252,7 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
       nodeExtraCaFile: env.NODE_EXTRA_CA_CERTS?.trim() || undefined,
       mirrors: parseMirrors(raw.SERVICE_REGISTRY_MIRRORS, "SERVICE_REGISTRY_MIRRORS"),
     }),
+    maxUnreferencedBlobBytes: sizeOf("SERVICE_MAX_UNREFERENCED_BLOBS", raw.SERVICE_MAX_UNREFERENCED_BLOBS),
   });
 }
 

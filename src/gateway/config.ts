@@ -21,9 +21,11 @@ export const GATEWAY_VARIABLES = {
   GATEWAY_JWT_ISSUER: { default: "", meaning: "required `iss` claim of bearer JWTs; unset = not checked" },
   GATEWAY_JWT_AUDIENCE: { default: "", meaning: "required `aud` claim of bearer JWTs; unset = not checked" },
   GATEWAY_RATE_LIMIT: { default: "60", meaning: "requests per minute per key (token bucket, bursts up to the same number); 0 = no limit" },
-  GATEWAY_MAX_CONNECTIONS: { default: "1024", meaning: "open connections at most, all clients together; more are refused (503) and logged" },
-  GATEWAY_MAX_CONNECTIONS_PER_ADDRESS: { default: "64", meaning: "open connections at most from one client address; more are refused (503) and logged" },
-  GATEWAY_AUTH_FAILURE_LIMIT: { default: "20", meaning: "failed authentications per client address per minute before it gets 429 for the rest of that minute; 0 = no limit" },
+  GATEWAY_MAX_CONNECTIONS: { default: "1024", meaning: "open connections at most, all clients together; one more replaces the oldest idle one, or is refused (503) while all are busy; logged" },
+  GATEWAY_MAX_CONNECTIONS_PER_ADDRESS: { default: "64", meaning: "open connections at most from one client network (see the prefixes); one more replaces its oldest idle one, or is refused (503); logged" },
+  GATEWAY_AUTH_FAILURE_LIMIT: { default: "20", meaning: "failed authentications per client network per minute before it gets 429 for the rest of that minute; 0 = no limit" },
+  GATEWAY_IPV4_PREFIX: { default: "32", meaning: "an IPv4 client's network for the per-client limits: its address's first bits (32 = the address alone)" },
+  GATEWAY_IPV6_PREFIX: { default: "64", meaning: "an IPv6 client's network for the per-client limits: its address's first bits (64: one host commonly holds a whole /64)" },
   GATEWAY_TLS_CERT: { default: "", meaning: "PEM certificate chain for HTTPS; re-read on SIGHUP" },
   GATEWAY_TLS_KEY: { default: "", meaning: "PEM private key for HTTPS; re-read on SIGHUP" },
   GATEWAY_ALLOW_PLAINTEXT: { default: "false", meaning: "serve plain HTTP without TLS; refused unless GATEWAY_HOST is loopback" },
@@ -52,6 +54,8 @@ export interface GatewayConfig {
   maxConnectionsPerAddress: number;
   /** Failed authentications per address per minute; 0 = unlimited. */
   authFailureLimit: number;
+  /** The per-client limits count a client's network: these many leading bits of its address. */
+  addressPrefix: { v4: number; v6: number };
   /** Both set for HTTPS, both undefined for plain HTTP. */
   tls: { certFile: string; keyFile: string } | undefined;
   logLevel: string;
@@ -76,6 +80,8 @@ const schema = {
     GATEWAY_MAX_CONNECTIONS: { type: "integer", minimum: 1, maximum: 1_000_000, default: 1024 },
     GATEWAY_MAX_CONNECTIONS_PER_ADDRESS: { type: "integer", minimum: 1, maximum: 1_000_000, default: 64 },
     GATEWAY_AUTH_FAILURE_LIMIT: { type: "integer", minimum: 0, maximum: 1_000_000, default: 20 },
+    GATEWAY_IPV4_PREFIX: { type: "integer", minimum: 0, maximum: 32, default: 32 },
+    GATEWAY_IPV6_PREFIX: { type: "integer", minimum: 0, maximum: 128, default: 64 },
     GATEWAY_TLS_CERT: { type: "string" },
     GATEWAY_TLS_KEY: { type: "string" },
     GATEWAY_ALLOW_PLAINTEXT: { type: "boolean", default: false },
@@ -97,6 +103,8 @@ interface RawEnv {
   GATEWAY_MAX_CONNECTIONS: number;
   GATEWAY_MAX_CONNECTIONS_PER_ADDRESS: number;
   GATEWAY_AUTH_FAILURE_LIMIT: number;
+  GATEWAY_IPV4_PREFIX: number;
+  GATEWAY_IPV6_PREFIX: number;
   GATEWAY_TLS_CERT?: string;
   GATEWAY_TLS_KEY?: string;
   GATEWAY_ALLOW_PLAINTEXT: boolean;
@@ -129,6 +137,7 @@ export function loadGatewayConfig(env: Record<string, string | undefined>): Read
     maxConnections: raw.GATEWAY_MAX_CONNECTIONS,
     maxConnectionsPerAddress: raw.GATEWAY_MAX_CONNECTIONS_PER_ADDRESS,
     authFailureLimit: raw.GATEWAY_AUTH_FAILURE_LIMIT,
+    addressPrefix: Object.freeze({ v4: raw.GATEWAY_IPV4_PREFIX, v6: raw.GATEWAY_IPV6_PREFIX }),
     tls: tlsFiles(raw, listen),
     logLevel: raw.GATEWAY_LOG_LEVEL,
     shutdownTimeoutMs,

@@ -6,31 +6,23 @@
  */
 import type { Server } from "node:http";
 import type { Socket } from "node:net";
+import { addressKey, capConnections } from "../http/connections.js";
 import type { Logger } from "../logger.js";
 
-/** Counts open connections; refuses one over `total` or over `perAddress` from one address. */
-export function capConnections(server: Server, limits: { total: number; perAddress: number }, log: Logger, tls: boolean): void {
-  const byAddress = new Map<string, number>();
-  let open = 0;
-  server.on("connection", (socket: Socket) => {
-    const address = socket.remoteAddress ?? "-";
-    const mine = byAddress.get(address) ?? 0;
-    if (open >= limits.total || mine >= limits.perAddress) {
-      log.warn({ remote: address, open, fromAddress: mine, maxConnections: limits.total, maxPerAddress: limits.perAddress }, "connection refused: too many connections");
-      // Plain HTTP gets a readable 503; a TLS socket has not shaken hands yet, so it is only closed.
-      if (tls) socket.destroy();
-      else refuseRaw(socket, 503, "too many connections", { "retry-after": "1" });
-      return;
-    }
-    open++;
-    byAddress.set(address, mine + 1);
-    socket.once("close", () => {
-      open--;
-      const left = (byAddress.get(address) ?? 1) - 1;
-      if (left === 0) byAddress.delete(address);
-      else byAddress.set(address, left);
-    });
-  });
+/**
+ * The connection caps (src/http/connections.ts): `total` in all and `perAddress` per client
+ * network (its address's prefix). One over a cap replaces the oldest idle connection under it;
+ * refused only while all are busy: plain HTTP gets a readable 503, a TLS socket (no handshake yet)
+ * is only closed.
+ */
+export function capGatewayConnections(server: Server, limits: { total: number; perAddress: number; prefix: { v4: number; v6: number }; firstRequestMs: number }, log: Logger, tls: boolean): void {
+  capConnections(server, {
+    total: limits.total,
+    firstRequestMs: limits.firstRequestMs,
+    perKey: limits.perAddress,
+    keyOf: (address) => addressKey(address, limits.prefix),
+    refuse: (socket) => (tls ? socket.destroy() : refuseRaw(socket, 503, "too many connections", { "retry-after": "1" })),
+  }, log);
 }
 
 /** Writes a whole HTTP/1.1 answer with an `{"error"}` body on a raw socket, then closes it. */

@@ -12,12 +12,13 @@ import type { AddressInfo } from "node:net";
 import { ConfigError } from "../config.js";
 import { BadRequestError, ShuttingDownError, toErrorResponse } from "../errors.js";
 import { listenOn } from "../http/listen.js";
-import { SERVER_TIMEOUTS } from "../http/server.js";
+import { addressKey } from "../http/connections.js";
+import { headersCheckInterval, SERVER_TIMEOUTS } from "../http/server.js";
 import { clientGone, sendJson } from "../http/respond.js";
 import type { Logger } from "../logger.js";
 import type { GatewayConfig } from "./config.js";
 import { AuthBlockedError, RateLimitedError, UnauthorizedError } from "./errors.js";
-import { answerClientErrors, AuthFailureLimiter, capConnections, originForm } from "./limits.js";
+import { answerClientErrors, AuthFailureLimiter, capGatewayConnections, originForm } from "./limits.js";
 import { JwtVerifier, TokenError } from "./jwt.js";
 import { KeySet } from "./keys.js";
 import { createUpstreamAgent, forward } from "./proxy.js";
@@ -55,12 +56,13 @@ export async function createGateway(config: Readonly<GatewayConfig>, deps: { log
       res.destroy();
     });
   };
-  const options = { requireHostHeader: false, noDelay: true };
+  // Node looks for late request heads every connectionsCheckingInterval (30 s by default).
+  const options = { requireHostHeader: false, noDelay: true, connectionsCheckingInterval: headersCheckInterval(SERVER_TIMEOUTS.headersTimeoutMs) };
   const server: http.Server = tlsOptions ? https.createServer({ ...options, ...tlsOptions }, handler) : http.createServer(options, handler);
   server.headersTimeout = SERVER_TIMEOUTS.headersTimeoutMs;
   server.requestTimeout = SERVER_TIMEOUTS.requestTimeoutMs;
   server.keepAliveTimeout = SERVER_TIMEOUTS.keepAliveTimeoutMs;
-  capConnections(server, { total: config.maxConnections, perAddress: config.maxConnectionsPerAddress }, log, tlsOptions !== undefined);
+  capGatewayConnections(server, { total: config.maxConnections, perAddress: config.maxConnectionsPerAddress, prefix: config.addressPrefix, firstRequestMs: SERVER_TIMEOUTS.headersTimeoutMs }, log, tlsOptions !== undefined);
   answerClientErrors(server, log);
   server.on("tlsClientError", (err: Error) => log.debug({ err: err.message }, "TLS handshake failed"));
   const sweeper = setInterval(() => {
@@ -80,7 +82,8 @@ export async function createGateway(config: Readonly<GatewayConfig>, deps: { log
       if (target === undefined) throw new BadRequestError("the request target must be a path (origin-form) or an http(s) URL");
       req.url = target;
       if (!isPreflight(req)) {
-        const address = req.socket.remoteAddress ?? "-";
+        // Failed authentications count per client network, not per address (an IPv6 /64 is one host).
+        const address = addressKey(req.socket.remoteAddress ?? "-", config.addressPrefix);
         const wait = authFailures.blockedFor(address);
         if (wait > 0) throw new AuthBlockedError(config.authFailureLimit, wait);
         try {

@@ -9,6 +9,7 @@ import { HttpError, ShuttingDownError, toErrorResponse } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { Guards } from "./guards.js";
 import { BODY_IDLE_TIMEOUT_MS } from "./body.js";
+import { capConnections } from "./connections.js";
 import { lingerOnClose } from "./linger.js";
 import { clientGone, endStreamWithError, sendJson } from "./respond.js";
 import type { RequestContext, Router } from "./router.js";
@@ -52,15 +53,20 @@ export interface ServerLimits {
   /** A request body (JSON or a blob upload) that sends nothing for this long → 408, connection closed. */
   bodyIdleTimeoutMs: number;
   keepAliveTimeoutMs: number;
-  /** Open connections at most; further ones are closed at once, before any byte is read. */
+  /**
+   * Open connections at most. One more takes the place of the oldest idle connection (no request
+   * in progress); only when every connection is serving a request is it closed at once, unread.
+   */
   maxConnections: number;
 }
 
 /**
  * 1024 connections: room for the default queue (`SERVICE_MAX_QUEUE` 512) twice over, and far below
  * the file descriptors a daemon gets, so a flood of sockets cannot starve the store and runners of fds.
+ * 10 s for a request head (a few hundred bytes), counted from the connection's opening for its
+ * first request: a socket that sends nothing is closed then, and sooner when the cap needs its place.
  */
-export const SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({ headersTimeoutMs: 30_000, bodyIdleTimeoutMs: BODY_IDLE_TIMEOUT_MS, keepAliveTimeoutMs: 5_000, maxConnections: 1024 });
+export const SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({ headersTimeoutMs: 10_000, bodyIdleTimeoutMs: BODY_IDLE_TIMEOUT_MS, keepAliveTimeoutMs: 5_000, maxConnections: 1024 });
 
 /** The server and its shutdown switch. */
 export interface HttpServer {
@@ -71,7 +77,12 @@ export interface HttpServer {
 }
 
 /** Timeouts: headers must arrive quickly; streams may run long, so no whole-request limit. */
-export const SERVER_TIMEOUTS = { headersTimeoutMs: 30_000, requestTimeoutMs: 0, keepAliveTimeoutMs: 5_000 } as const;
+export const SERVER_TIMEOUTS = { headersTimeoutMs: SERVER_LIMITS.headersTimeoutMs, requestTimeoutMs: 0, keepAliveTimeoutMs: 5_000 } as const;
+
+/** How often Node looks for heads that are late: a quarter of the timeout (Node's default is 30 s). */
+export function headersCheckInterval(headersTimeoutMs: number): number {
+  return Math.min(30_000, Math.max(50, Math.floor(headersTimeoutMs / 4)));
+}
 
 /** Creates (does not start) the daemon's HTTP server. */
 export function createHttpServer(options: HttpServerOptions): HttpServer {
@@ -79,7 +90,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const limits: ServerLimits = { ...SERVER_LIMITS, ...options.limits };
   // requireHostHeader off: a missing Host is refused by the Host guard, with the contract's body.
   // Node checks the headers timeout only every connectionsCheckingInterval (30 s by default).
-  const connectionsCheckingInterval = Math.min(30_000, Math.max(50, Math.floor(limits.headersTimeoutMs / 4)));
+  const connectionsCheckingInterval = headersCheckInterval(limits.headersTimeoutMs);
   const server = http.createServer({ requireHostHeader: false, noDelay: true, connectionsCheckingInterval }, (req, res) => {
     watchBodyIdle(req, res, limits.bodyIdleTimeoutMs);
     handle(options, req, res, draining).catch((err: unknown) => {
@@ -91,7 +102,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = SERVER_TIMEOUTS.requestTimeoutMs;
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
-  server.maxConnections = limits.maxConnections;
+  capConnections(server, { total: limits.maxConnections, firstRequestMs: limits.headersTimeoutMs }, options.log);
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
   return {
     server,

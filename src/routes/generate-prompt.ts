@@ -9,7 +9,7 @@ import { BadRequestError } from "../errors.js";
 import type { PromptSpec } from "../runner/protocol.js";
 import type { Lease } from "../scheduler/scheduler.js";
 import type { ResolvedModel } from "../store/store.js";
-import { parseTemplate, renderOllama, type OllamaMessage, type Template } from "../template/index.js";
+import { parseTemplate, renderInWorker, type OllamaMessage, type Template } from "../template/index.js";
 import { usesHarmony } from "../template/harmony.js";
 import { chatPrompt, thinkValues, type ThinkValue } from "../template/prompt.js";
 import { goTemplateIn } from "./prompt.js";
@@ -56,8 +56,8 @@ export async function generatePrompt(body: GenerateRequest, model: ResolvedModel
   const think = effectiveThink(t, body.model, body.think, harmony);
   const messages: OllamaMessage[] = [...(system ? [{ role: "system", content: system }] : []), ...preamble, { role: "user", content: body.prompt }];
   let text: string;
-  if (body.suffix) text = renderOllama(t, { messages: [], prompt: body.prompt, suffix: body.suffix, ...thinkValues(think) });
-  else if (body.template) text = renderOllama(t, { messages, ...thinkValues(think) });
+  if (body.suffix) text = await renderInWorker(t, { messages: [], prompt: body.prompt, suffix: body.suffix, ...thinkValues(think) });
+  else if (body.template) text = await renderInWorker(t, { messages, ...thinkValues(think) });
   else text = (await chatPrompt(t, { messages, think, numCtx: rt.contextSize, tokenize: (s) => rt.tokenize(s) })).prompt;
   return { prompt: { kind: "text", text, context }, template: t, think, harmony };
 }

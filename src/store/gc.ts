@@ -78,7 +78,7 @@ async function resumable(file: string, complete: boolean, now: number): Promise<
 }
 
 /** Every digest named by a manifest file; undefined when one cannot be read as a manifest. */
-async function referencedDigests(root: string): Promise<Set<string> | undefined> {
+export async function referencedDigests(root: string): Promise<Set<string> | undefined> {
   const refs = new Set<string>();
   const walk = async (dir: string, depth: number): Promise<boolean> => {
     const entries = await fs.readdir(dir).catch(() => [] as string[]);

@@ -4,17 +4,12 @@
  * values.ts. exec.ts adds the statements (text, actions, if/range/with, template calls).
  */
 import type { ArgNode, ChainNode, CommandNode, ListNode, Node, NumberNode, PipeNode, VariableNode } from "./ast.js";
+import { Budget, LimitError } from "./budget.js";
 import { callFunction, FUNCS } from "./funcs.js";
 import { nodeString } from "./node-string.js";
 import { goType, kindOf, typeName } from "./values.js";
 
-/** Limits on one execution; defaults suit prompts of any real size. */
-export interface ExecLimits {
-  maxSteps?: number;
-  maxOutput?: number;
-  timeoutMs?: number;
-}
-export const DEFAULT_LIMITS = { maxSteps: 5_000_000, maxOutput: 32 * 1024 * 1024, timeoutMs: 1_000 };
+export { DEFAULT_LIMITS, type ExecLimits } from "./budget.js";
 
 /** An execution error, with Go's message (`template: name:line:col: executing "name" at <...>: ...`). */
 export class TemplateExecError extends Error {}
@@ -22,6 +17,9 @@ export class TemplateExecError extends Error {}
 /** Thrown by {{break}} and {{continue}}, caught by the enclosing range. */
 export const BREAK = Symbol("break");
 export const CONTINUE = Symbol("continue");
+
+/** The longest error message, in characters. */
+const MAX_MESSAGE = 4096;
 
 /** Marks "no final value from a previous pipeline stage" (Go's missingVal). */
 const MISSING = Symbol("missing");
@@ -35,20 +33,19 @@ export interface Scope {
 
 export abstract class Evaluator {
   vars: { name: string; value: unknown }[] = [];
-  private steps = 0;
   protected node: Node | null = null;
-  private readonly deadline: number;
   protected tmplName: string;
 
   protected constructor(
     protected readonly scope: Scope,
-    protected readonly limits: Required<ExecLimits>,
+    protected readonly budget: Budget,
   ) {
-    this.deadline = Date.now() + limits.timeoutMs;
     this.tmplName = scope.name;
   }
 
   errorf(msg: string): never {
+    // A message can quote a value (a comparison's operand): keep the answer small.
+    if (msg.length > MAX_MESSAGE) msg = `${msg.slice(0, MAX_MESSAGE)}...`;
     if (!this.node) throw new TemplateExecError(`template: ${this.tmplName}: ${msg}`);
     const pos = this.node.pos;
     const before = this.scope.source.slice(0, Math.max(0, pos));
@@ -65,8 +62,12 @@ export abstract class Evaluator {
   }
 
   protected tick(): void {
-    if (++this.steps > this.limits.maxSteps) this.errorf(`template execution exceeded ${this.limits.maxSteps} steps`);
-    if ((this.steps & 15) === 0 && Date.now() > this.deadline) this.errorf(`template execution exceeded ${this.limits.timeoutMs} ms`);
+    try {
+      this.budget.step();
+    } catch (e) {
+      if (e instanceof LimitError) this.errorf(e.message);
+      throw e;
+    }
   }
 
   evalPipeline(dot: unknown, pipe: PipeNode): unknown {
@@ -174,7 +175,7 @@ export abstract class Evaluator {
     const argNodes = cmd.args.slice(1);
     const evalArg = (n: ArgNode): unknown => this.evalArg(dot, n);
     try {
-      return callFunction(fn, argNodes, evalArg, final === MISSING ? { present: false } : { present: true, value: final });
+      return callFunction(fn, argNodes, evalArg, final === MISSING ? { present: false } : { present: true, value: final }, this.budget);
     } catch (e) {
       if (e instanceof TemplateExecError || e === BREAK || e === CONTINUE) throw e;
       this.at(cmd.args[0]!);

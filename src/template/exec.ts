@@ -4,17 +4,20 @@
  * call depth and a deadline, so a hostile template errors instead of holding the event loop.
  */
 import type { Node, RangeNode } from "./ast.js";
-import { BREAK, CONTINUE, DEFAULT_LIMITS, Evaluator, TemplateExecError, type ExecLimits, type Scope } from "./eval.js";
+import { Budget, LimitError, type ExecLimits } from "./budget.js";
+import { BREAK, CONTINUE, Evaluator, TemplateExecError, type Scope } from "./eval.js";
 import { nodeString } from "./node-string.js";
 import { compareStrings, formatValue, goType, isTrue, kindOf, mapKeys } from "./values.js";
 
-export { TemplateExecError, type ExecLimits } from "./eval.js";
+export { TemplateExecError } from "./eval.js";
+export { Budget, type ExecLimits } from "./budget.js";
 
 /** Go allows 100000 nested template calls; JS stacks are smaller, and no real template nests deeply. */
 const MAX_DEPTH = 1000;
 
-export function execute(scope: Scope, root: Node, data: unknown, limits: ExecLimits = {}): string {
-  const s = new State(scope, { ...DEFAULT_LIMITS, ...limits });
+/** Runs `root`; `limits` may be a Budget shared by several executions (one per turn of a legacy template). */
+export function execute(scope: Scope, root: Node, data: unknown, limits: ExecLimits | Budget = {}): string {
+  const s = new State(scope, limits instanceof Budget ? limits : new Budget(limits));
   s.vars.push({ name: "$", value: data });
   try {
     s.walk(data, root);
@@ -27,16 +30,20 @@ export function execute(scope: Scope, root: Node, data: unknown, limits: ExecLim
 
 class State extends Evaluator {
   out: string[] = [];
-  private outLen = 0;
   private depth = 0;
 
-  constructor(scope: Scope, limits: Required<ExecLimits>) {
-    super(scope, limits);
+  constructor(scope: Scope, budget: Budget) {
+    super(scope, budget);
   }
 
   private write(text: string): void {
-    this.outLen += text.length;
-    if (this.outLen > this.limits.maxOutput) this.errorf(`template output exceeded ${this.limits.maxOutput} characters`);
+    try {
+      this.budget.write(text.length);
+      this.budget.spend(text.length);
+    } catch (e) {
+      if (e instanceof LimitError) this.errorf(e.message);
+      throw e;
+    }
     this.out.push(text);
   }
 

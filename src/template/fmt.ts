@@ -3,21 +3,33 @@
  * %t %c %x %X %o %b %e %f %g %%, widths, precisions and the - + 0 space # flags, with Go's
  * %!verb(type=value) notes for mismatches, missing and extra operands.
  */
+import { Budget, codePointsUpTo, firstCodePoints, replaceBounded } from "./budget.js";
 import { formatFloatG, formatValue, kindOf, typeName } from "./values.js";
 
+/*
+ * Each function takes the render's budget: the result's length is checked after every piece is
+ * added (joining strings is nearly free, walking them is not), and long walks read the clock.
+ */
+
 /** fmt.Sprint: spaces between operands when neither side is a string. */
-export function sprint(args: unknown[]): string {
+export function sprint(args: unknown[], b: Budget = new Budget()): string {
   let out = "";
   args.forEach((a, i) => {
     if (i > 0 && kindOf(a) !== "string" && kindOf(args[i - 1]) !== "string") out += " ";
     out += formatValue(a);
+    b.growing(out.length);
   });
   return out;
 }
 
 /** fmt.Sprintln: spaces always, then a newline. */
-export function sprintln(args: unknown[]): string {
-  return `${args.map((a) => formatValue(a)).join(" ")}\n`;
+export function sprintln(args: unknown[], b: Budget = new Budget()): string {
+  let out = "";
+  args.forEach((a, i) => {
+    out += (i > 0 ? " " : "") + formatValue(a);
+    b.growing(out.length);
+  });
+  return `${out}\n`;
 }
 
 interface Spec {
@@ -31,15 +43,20 @@ interface Spec {
 }
 
 /** fmt.Sprintf. */
-export function sprintf(format: string, args: unknown[]): string {
+export function sprintf(format: string, args: unknown[], b: Budget = new Budget()): string {
   let out = "";
   let argi = 0;
   let i = 0;
   while (i < format.length) {
-    const c = format[i]!;
-    if (c !== "%") {
-      out += c;
-      i++;
+    b.growing(out.length);
+    b.spend(1);
+    if (format[i] !== "%") {
+      // A run of literal text is copied as one slice, not a character at a time.
+      const next = format.indexOf("%", i);
+      const end = next < 0 ? format.length : next;
+      out += format.slice(i, end);
+      b.spend(end - i);
+      i = end;
       continue;
     }
     i++;
@@ -93,8 +110,9 @@ export function sprintf(format: string, args: unknown[]): string {
       out += `%!${verb}(MISSING)`;
       continue;
     }
-    out += formatOne(verb, spec, args[argi++]);
+    out += formatOne(verb, spec, args[argi++], b);
   }
+  b.growing(out.length);
   if (argi < args.length) {
     out += `%!(EXTRA ${args.slice(argi).map((a) => (a === undefined || a === null ? "<nil>" : `${typeName(a)}=${formatValue(a)}`)).join(", ")})`;
   }
@@ -103,7 +121,8 @@ export function sprintf(format: string, args: unknown[]): string {
 
 function pad(s: string, spec: Spec, numeric: boolean): string {
   const w = spec.width ?? 0;
-  const len = [...s].length;
+  if (w === 0) return s;
+  const len = codePointsUpTo(s, w);
   if (len >= w) return s;
   if (spec.minus) return s + " ".repeat(w - len);
   if (spec.zero && numeric) {
@@ -117,7 +136,7 @@ function bad(verb: string, v: unknown): string {
   return v === undefined || v === null ? `%!${verb}(<nil>)` : `%!${verb}(${typeName(v)}=${formatValue(v)})`;
 }
 
-function formatOne(verb: string, spec: Spec, v: unknown): string {
+function formatOne(verb: string, spec: Spec, v: unknown, b: Budget): string {
   const kind = kindOf(v);
   switch (verb) {
     case "v":
@@ -128,15 +147,16 @@ function formatOne(verb: string, spec: Spec, v: unknown): string {
       if (kind === "int" || kind === "float" || kind === "bool" || kind === "invalid") return bad(verb, v);
       return pad(truncate(formatValue(v), spec.prec), spec, false);
     case "q":
-      if (kind === "string") return pad(spec.sharp && !(v as string).includes("`") ? `\`${v as string}\`` : goQuoteString(v as string), spec, false);
+      if (kind === "string") return pad(spec.sharp && !(v as string).includes("`") ? `\`${v as string}\`` : goQuoteString(v as string, b), spec, false);
       if (kind === "int") return pad(`'${String.fromCodePoint(Number(v))}'`, spec, false);
-      if (kind === "slice" || kind === "map" || kind === "struct") return pad(goQuoteString(formatValue(v)), spec, false);
+      if (kind === "slice" || kind === "map" || kind === "struct") return pad(goQuoteString(formatValue(v), b), spec, false);
       return bad(verb, v);
     case "t":
       return kind === "bool" ? pad(String(v), spec, false) : bad(verb, v);
     case "d": case "b": case "o": case "x": case "X": case "c": case "U":
       if (kind === "int") return pad(intVerb(verb, v as bigint, spec), spec, verb !== "c");
       if (kind === "string" && (verb === "x" || verb === "X")) {
+        b.growing(2 * Buffer.byteLength(v as string));
         const hex = Buffer.from(v as string).toString("hex");
         return pad(verb === "X" ? hex.toUpperCase() : hex, spec, false);
       }
@@ -157,7 +177,7 @@ function signed(s: string, spec: Spec): string {
 }
 
 function truncate(s: string, prec: number | undefined): string {
-  return prec === undefined ? s : [...s].slice(0, prec).join("");
+  return prec === undefined ? s : firstCodePoints(s, prec);
 }
 
 function intVerb(verb: string, n: bigint, spec: Spec): string {
@@ -222,22 +242,14 @@ function expForm(s: string): string {
   return s.replace(/e([+-])(\d)$/, "e$10$2");
 }
 
-/** strconv.Quote. */
-export function goQuoteString(s: string): string {
-  let out = '"';
-  for (const ch of s) {
-    const cp = ch.codePointAt(0)!;
-    if (ch === '"' || ch === "\\") out += `\\${ch}`;
-    else if (ch === "\n") out += "\\n";
-    else if (ch === "\t") out += "\\t";
-    else if (ch === "\r") out += "\\r";
-    else if (ch === "\x07") out += "\\a";
-    else if (ch === "\b") out += "\\b";
-    else if (ch === "\f") out += "\\f";
-    else if (ch === "\v") out += "\\v";
-    else if (cp < 0x20 || cp === 0x7f) out += `\\x${cp.toString(16).padStart(2, "0")}`;
-    else if (cp >= 0x80 && cp < 0xa0) out += `\\u${cp.toString(16).padStart(4, "0")}`;
-    else out += ch;
-  }
-  return `${out}"`;
+const QUOTED: Record<string, string> = { '"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\x07": "\\a", "\b": "\\b", "\f": "\\f", "\v": "\\v" };
+
+/** strconv.Quote (as far as templates need it: ASCII and C1 controls escaped, the rest kept). */
+export function goQuoteString(s: string, b: Budget = new Budget()): string {
+  return replaceBounded(s, /["\\\x00-\x1f\x7f-\x9f]/g, (ch) => {
+    const q = QUOTED[ch];
+    if (q) return q;
+    const cp = ch.charCodeAt(0);
+    return cp < 0x80 ? `\\x${cp.toString(16).padStart(2, "0")}` : `\\u${cp.toString(16).padStart(4, "0")}`;
+  }, b, '"', '"');
 }

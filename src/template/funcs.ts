@@ -3,6 +3,7 @@
  * (`json`, `currentDate`, `yesterdayDate`, `toTypeScriptType`, from its template/template.go).
  */
 import type { ArgNode } from "./ast.js";
+import { Budget, replaceBounded } from "./budget.js";
 import { sprint, sprintf, sprintln } from "./fmt.js";
 import { formatValue, goJson, goType, isTrue, kindOf, lengthOf, mapKeys, tagGo, typeName } from "./values.js";
 
@@ -14,7 +15,8 @@ export interface FuncSpec {
   variadic?: Param;
   /** and/or: arguments are evaluated one at a time and stop at the deciding one. */
   lazy?: "and" | "or";
-  call(args: unknown[]): unknown;
+  /** Builds its result within `b` (a long value fails as it grows, not after). */
+  call(args: unknown[], b: Budget): unknown;
 }
 
 /** An error a function returned: Go reports it as `error calling <name>: <err>`. */
@@ -23,8 +25,11 @@ const fail = (msg: string): never => {
   throw new CallError(msg);
 };
 
-/** Runs `fn` on its argument nodes (and the previous pipeline stage's value, last). */
-export function callFunction(fn: FuncSpec, argNodes: ArgNode[], evalArg: (n: ArgNode) => unknown, final: { present: boolean; value?: unknown }): unknown {
+/**
+ * Runs `fn` on its argument nodes (and the previous pipeline stage's value, last). What it returns
+ * is charged to `b`: a string longer than the value limit, or past the total, is an error.
+ */
+export function callFunction(fn: FuncSpec, argNodes: ArgNode[], evalArg: (n: ArgNode) => unknown, final: { present: boolean; value?: unknown }, b: Budget = new Budget()): unknown {
   const numIn = argNodes.length + (final.present ? 1 : 0);
   if (fn.variadic) {
     if (numIn < fn.params.length) throw new Error(`wrong number of args for ${fn.name}: want at least ${fn.params.length} got ${argNodes.length}`);
@@ -39,8 +44,12 @@ export function callFunction(fn: FuncSpec, argNodes: ArgNode[], evalArg: (n: Arg
   }
   const args = argNodes.map((n, i) => check(evalArg(n), fn.params[i] ?? fn.variadic ?? "any"));
   if (final.present) args.push(check(final.value, fn.params[args.length] ?? fn.variadic ?? "any"));
+  // Most functions walk their string arguments (compare, measure, copy): that is work for the clock.
+  for (const a of args) if (typeof a === "string") b.spend(a.length);
   try {
-    return fn.call(args);
+    const out = fn.call(args, b);
+    if (typeof out === "string") b.returned(out.length);
+    return out;
   } catch (e) {
     if (e instanceof CallError) throw new Error(`error calling ${fn.name}: ${e.message}`);
     throw e;
@@ -55,7 +64,7 @@ function check(v: unknown, p: Param): unknown {
   return v;
 }
 
-const spec = (name: string, params: Param[], call: (args: unknown[]) => unknown, variadic?: Param): FuncSpec => ({ name, params, call, ...(variadic ? { variadic } : {}) });
+const spec = (name: string, params: Param[], call: (args: unknown[], b: Budget) => unknown, variadic?: Param): FuncSpec => ({ name, params, call, ...(variadic ? { variadic } : {}) });
 
 export const FUNCS = new Map<string, FuncSpec>();
 const add = (f: FuncSpec): void => void FUNCS.set(f.name, f);
@@ -71,12 +80,12 @@ add(spec("len", ["any"], ([a]) => {
 }));
 add(spec("index", ["any"], (args) => index(args[0], args.slice(1)), "any"));
 add(spec("slice", ["any"], (args) => slice(args[0], args.slice(1)), "any"));
-add(spec("print", [], (args) => sprint(args), "any"));
-add(spec("println", [], (args) => sprintln(args), "any"));
-add(spec("printf", ["string"], ([f, ...rest]) => sprintf(f as string, rest), "any"));
-add(spec("html", [], (args) => htmlEscape(evalArgsString(args)), "any"));
-add(spec("js", [], (args) => jsEscape(evalArgsString(args)), "any"));
-add(spec("urlquery", [], (args) => queryEscape(evalArgsString(args)), "any"));
+add(spec("print", [], (args, b) => sprint(args, b), "any"));
+add(spec("println", [], (args, b) => sprintln(args, b), "any"));
+add(spec("printf", ["string"], ([f, ...rest], b) => sprintf(f as string, rest, b), "any"));
+add(spec("html", [], (args, b) => htmlEscape(evalArgsString(args, b), b), "any"));
+add(spec("js", [], (args, b) => jsEscape(evalArgsString(args, b), b), "any"));
+add(spec("urlquery", [], (args, b) => queryEscape(evalArgsString(args, b), b), "any"));
 add(spec("eq", ["any"], ([a, ...rest]) => eq(a, rest), "any"));
 add(spec("ne", ["any", "any"], ([a, b]) => !eq(a, [b])));
 add(spec("lt", ["any", "any"], ([a, b]) => lt(a, b)));
@@ -84,7 +93,7 @@ add(spec("le", ["any", "any"], ([a, b]) => lt(a, b) || eq(a, [b])));
 add(spec("gt", ["any", "any"], ([a, b]) => !(lt(a, b) || eq(a, [b]))));
 add(spec("ge", ["any", "any"], ([a, b]) => !lt(a, b)));
 // Ollama's functions (template/template.go `funcs`).
-add(spec("json", ["any"], ([v]) => goJson(v)));
+add(spec("json", ["any"], ([v], b) => goJson(v, b)));
 add(spec("currentDate", [], () => dateString(0), "string"));
 add(spec("yesterdayDate", [], () => dateString(-1), "string"));
 add(spec("toTypeScriptType", ["any"], ([v]) => {
@@ -101,8 +110,8 @@ function dateString(days: number): string {
 }
 
 /** evalArgs: a single string argument as is, else fmt.Sprint of all. */
-function evalArgsString(args: unknown[]): string {
-  return args.length === 1 && typeof args[0] === "string" ? args[0] : sprint(args);
+function evalArgsString(args: unknown[], b: Budget): string {
+  return args.length === 1 && typeof args[0] === "string" ? args[0] : sprint(args, b);
 }
 
 type Basic = "invalid" | "bool" | "int" | "float" | "string" | "other";
@@ -185,33 +194,27 @@ function slice(item: unknown, indexes: unknown[]): unknown {
 }
 
 /** template.HTMLEscapeString. */
-function htmlEscape(s: string): string {
-  return s.replace(/[\0"'&<>]/g, (c) => ({ "\0": "\uFFFD", '"': "&#34;", "'": "&#39;", "&": "&amp;", "<": "&lt;", ">": "&gt;" })[c]!);
+function htmlEscape(s: string, b: Budget): string {
+  return replaceBounded(s, /[\0"'&<>]/g, (c) => ({ "\0": "\uFFFD", '"': "&#34;", "'": "&#39;", "&": "&amp;", "<": "&lt;", ">": "&gt;" })[c]!, b);
 }
 
-/** template.JSEscapeString. */
-function jsEscape(s: string): string {
-  let out = "";
-  for (const ch of s) {
+const JS_SPECIAL: Record<string, string> = { "\\": "\\\\", "'": "\\'", '"': '\\"', "<": "\\u003C", ">": "\\u003E", "&": "\\u0026", "=": "\\u003D" };
+
+/** template.JSEscapeString: ASCII specials and controls, and non-ASCII controls and separators. */
+function jsEscape(s: string, b: Budget): string {
+  return replaceBounded(s, /[\\'"<>&=\x00-\x1f]|(?=[^\x00-\x7f])[\p{C}\p{Z}]/gu, (ch) => {
     const cp = ch.codePointAt(0)!;
-    if (cp < 0x80) {
-      const special: Record<string, string> = { "\\": "\\\\", "'": "\\'", '"': '\\"', "<": "\\u003C", ">": "\\u003E", "&": "\\u0026", "=": "\\u003D" };
-      if (special[ch]) out += special[ch];
-      else if (cp < 0x20) out += `\\u00${cp.toString(16).toUpperCase().padStart(2, "0")}`;
-      else out += ch;
-    } else out += /\p{C}|\p{Z}/u.test(ch) && ch !== " " ? `\\u${cp.toString(16).toUpperCase().padStart(4, "0")}` : ch;
-  }
-  return out;
+    if (cp < 0x80) return JS_SPECIAL[ch] ?? `\\u00${cp.toString(16).toUpperCase().padStart(2, "0")}`;
+    return `\\u${cp.toString(16).toUpperCase().padStart(4, "0")}`;
+  }, b);
 }
 
-/** url.QueryEscape. */
-function queryEscape(s: string): string {
-  let out = "";
-  for (const b of Buffer.from(s)) {
-    const c = String.fromCharCode(b);
-    if (/[A-Za-z0-9\-_.~]/.test(c)) out += c;
-    else if (c === " ") out += "+";
-    else out += `%${b.toString(16).toUpperCase().padStart(2, "0")}`;
-  }
-  return out;
+/** url.QueryEscape: unreserved bytes kept, space as '+', every other byte of the UTF-8 as %XX. */
+function queryEscape(s: string, b: Budget): string {
+  return replaceBounded(s, /[^A-Za-z0-9\-_.~]/gu, (ch) => {
+    if (ch === " ") return "+";
+    let out = "";
+    for (const byte of Buffer.from(ch)) out += `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+    return out;
+  }, b);
 }

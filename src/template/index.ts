@@ -5,6 +5,7 @@
 export type * from "./ast.js";
 export { isBranch } from "./ast.js";
 export { parseTemplate, MAX_TEMPLATE_BYTES, type Template, type ExecLimits } from "./template.js";
+export { renderInWorker } from "./render-pool.js";
 export { renderOllama, collate, type OllamaMessage, type OllamaToolCall, type OllamaValues } from "./ollama.js";
 export { templateMessages, templateTools } from "./ollama-types.js";
 export { identifiers, deleteNode, findNode, copyNode } from "./walk.js";

@@ -5,6 +5,7 @@
  * last `.Response`.
  */
 import type { ListNode } from "./ast.js";
+import { Budget, type ExecLimits } from "./budget.js";
 import { templateMessages, templateTools, type MessageIn } from "./ollama-types.js";
 import type { Template } from "./template.js";
 import { copyNode, deleteNode } from "./walk.js";
@@ -35,13 +36,17 @@ export interface OllamaValues {
   forceLegacy?: boolean;
 }
 
-/** Renders `t` for `v` exactly as Ollama's Template.Execute does. */
-export function renderOllama(t: Template, v: OllamaValues): string {
+/**
+ * Renders `t` for `v` exactly as Ollama's Template.Execute does. All executions of one render
+ * (a legacy template runs once per turn) share one budget of steps, output, values and time.
+ */
+export function renderOllama(t: Template, v: OllamaValues, limits: ExecLimits = {}): string {
+  const b = new Budget(limits);
   const think = { Think: v.think ?? false, ThinkLevel: v.thinkLevel ?? "", IsThinkSet: v.isThinkSet ?? false };
   const { system, messages } = collate(v.messages);
-  if (v.prompt && v.suffix) return t.execute({ Prompt: v.prompt, Suffix: v.suffix, Response: "", ...think });
+  if (v.prompt && v.suffix) return t.execute({ Prompt: v.prompt, Suffix: v.suffix, Response: "", ...think }, b);
   if (!v.forceLegacy && t.vars().has("messages")) {
-    return t.execute({ System: system, Messages: templateMessages(messages), Tools: templateTools(v.tools), Response: "", ...think });
+    return t.execute({ System: system, Messages: templateMessages(messages), Tools: templateTools(v.tools), Response: "", ...think }, b);
   }
   // Legacy: one execution per System/Prompt/Response turn.
   let out = "";
@@ -49,7 +54,7 @@ export function renderOllama(t: Template, v: OllamaValues): string {
   let prompt = "";
   let response = "";
   const flush = (): void => {
-    out += t.execute({ System: sys, Prompt: prompt, Response: response, ...think });
+    out += t.execute({ System: sys, Prompt: prompt, Response: response, ...think }, b);
     sys = prompt = response = "";
   };
   for (const m of messages ?? []) {
@@ -62,7 +67,7 @@ export function renderOllama(t: Template, v: OllamaValues): string {
     } else if (m.role === "assistant") response = m.content;
   }
   // The last turn stops at `.Response`, so generation continues from there.
-  return out + t.executeNode(cutAfterResponse(t.root), { System: sys, Prompt: prompt, Response: response, ...think });
+  return out + t.executeNode(cutAfterResponse(t.root), { System: sys, Prompt: prompt, Response: response, ...think }, b);
 }
 
 /** Ollama's deleteNode(root.Copy(), ...): keeps everything up to the first `.Response` field and drops the rest. */

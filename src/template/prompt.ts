@@ -3,7 +3,8 @@
  * template, and when it does not fit the context, drop the oldest messages (keeping every system
  * message and always the last message) until it does. Token counts come from the model's runner.
  */
-import { renderOllama, type OllamaMessage } from "./ollama.js";
+import type { OllamaMessage } from "./ollama.js";
+import { renderInWorker } from "./render-pool.js";
 import type { Template } from "./template.js";
 
 export type ThinkValue = boolean | "high" | "medium" | "low" | "max" | undefined;
@@ -27,8 +28,8 @@ export interface ChatPromptInput {
   truncate?: boolean | undefined;
 }
 
-function render(t: Template, messages: OllamaMessage[], tools: unknown[] | undefined, think: ThinkValue): string {
-  return renderOllama(t, { messages, ...(tools ? { tools } : {}), ...thinkValues(think) });
+function render(t: Template, messages: OllamaMessage[], tools: unknown[] | undefined, think: ThinkValue): Promise<string> {
+  return renderInWorker(t, { messages, ...(tools ? { tools } : {}), ...thinkValues(think) });
 }
 
 /** The prompt for the next chat turn, truncated from the front as Ollama does. Returns it and the messages dropped. */
@@ -40,7 +41,7 @@ export async function chatPrompt(t: Template, input: ChatPromptInput): Promise<{
   if (input.truncate !== false) {
     for (let i = 0; i <= last; i++) {
       system = msgs.slice(0, i).filter((m) => m.role === "system");
-      const p = render(t, [...system, ...msgs.slice(i)], tools, think);
+      const p = await render(t, [...system, ...msgs.slice(i)], tools, think);
       // Every token covers at least one byte of the text, so a prompt of at most numCtx bytes fits
       // without asking the runner: the common case costs no tokenization.
       const fits = Buffer.byteLength(p, "utf8") <= numCtx || (await input.tokenize(p)).length <= numCtx;
@@ -52,5 +53,5 @@ export async function chatPrompt(t: Template, input: ChatPromptInput): Promise<{
       if (i === last) current = last;
     }
   }
-  return { prompt: render(t, [...system, ...msgs.slice(current)], tools, think), dropped: current };
+  return { prompt: await render(t, [...system, ...msgs.slice(current)], tools, think), dropped: current };
 }

@@ -5,12 +5,12 @@
  */
 import { BadRequestError } from "../errors.js";
 import type { ListNode, Node } from "./ast.js";
-import { execute, TemplateExecError, type ExecLimits } from "./exec.js";
+import { Budget, execute, TemplateExecError, type ExecLimits } from "./exec.js";
 import { FUNCS } from "./funcs.js";
 import { IdentifierError, identifiers } from "./walk.js";
 import { parse, TemplateSyntaxError } from "./parser.js";
 
-export type { ExecLimits } from "./exec.js";
+export { Budget, type ExecLimits } from "./exec.js";
 
 /** Largest template source accepted (Ollama's real templates are a few KiB). */
 export const MAX_TEMPLATE_BYTES = 1024 * 1024;
@@ -24,10 +24,15 @@ export interface Template {
   readonly root: ListNode;
   /** Every tree by name: the main one and those declared with `{{ define }}` / `{{ block }}`. */
   readonly defined: ReadonlyMap<string, ListNode>;
-  /** Runs the main template against `data`; throws BadRequestError on execution errors. */
-  execute(data: unknown, limits?: ExecLimits): string;
+  /** How it was parsed (the same text parsed the same way gives the same template). */
+  readonly options: { appendResponse?: boolean };
+  /**
+   * Runs the main template against `data`; throws BadRequestError on execution errors.
+   * `limits` may be a Budget shared with other executions of one render.
+   */
+  execute(data: unknown, limits?: ExecLimits | Budget): string;
   /** Runs one subtree (for example the `.ToolCalls` section) against `data`. */
-  executeNode(node: Node, data: unknown, limits?: ExecLimits): string;
+  executeNode(node: Node, data: unknown, limits?: ExecLimits | Budget): string;
   /** Ollama's Template.Vars(): lower-cased identifiers of fields and variables used anywhere. */
   vars(): Set<string>;
 }
@@ -63,7 +68,7 @@ function parseUncached(text: string, name: string, options: { appendResponse?: b
   if (Buffer.byteLength(text, "utf8") > MAX_TEMPLATE_BYTES) throw new BadRequestError(`template: ${name}: template is larger than ${MAX_TEMPLATE_BYTES} bytes`);
   try {
     const { root, defined } = parse(name, text, (f) => FUNCS.has(f));
-    const t = new ParsedTemplate(name, text, root, defined);
+    const t = new ParsedTemplate(name, text, root, defined, options.appendResponse === false ? { appendResponse: false } : {});
     const vars = t.vars();
     if (options.appendResponse !== false && !vars.has("messages") && !vars.has("response")) {
       // As Ollama's Parse: a template that never prints the response gets `{{ .Response }}` appended.
@@ -87,13 +92,14 @@ class ParsedTemplate implements Template {
     readonly source: string,
     readonly root: ListNode,
     readonly defined: ReadonlyMap<string, ListNode>,
+    readonly options: { appendResponse?: boolean },
   ) {}
 
-  execute(data: unknown, limits?: ExecLimits): string {
+  execute(data: unknown, limits?: ExecLimits | Budget): string {
     return this.executeNode(this.root, data, limits);
   }
 
-  executeNode(node: Node, data: unknown, limits?: ExecLimits): string {
+  executeNode(node: Node, data: unknown, limits?: ExecLimits | Budget): string {
     try {
       return execute({ name: this.name, source: this.source, defined: this.defined }, node, data, limits);
     } catch (e) {

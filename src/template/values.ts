@@ -5,6 +5,7 @@
  * (structs such as templateMessage, maps with a String() method, ...) are objects tagged with a
  * {@link GoType}: field order, JSON tags, Stringer and Marshaler behaviour, zero values.
  */
+import { Budget, replaceBounded } from "./budget.js";
 
 export interface GoField {
   /** Go field name (what `.Name` looks up). */
@@ -144,8 +145,18 @@ export function compareStrings(a: string, b: string): number {
 }
 
 /** Go's json.Marshal: sorted map keys, struct tags, HTML-safe escaping (<, >, & as \u003c...). */
-export function goJson(v: unknown): string {
-  return jsonOf(v).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+export function goJson(v: unknown, b: Budget = new Budget()): string {
+  // A string (a template can pass one of any length) is escaped a chunk at a time: its JSON can be
+  // six times as long, and that should fail at the limit rather than be built first.
+  if (typeof v === "string") return replaceBounded(v, JSON_STRING_ESCAPES, jsonEscape, b, '"', '"');
+  return replaceBounded(jsonOf(v), /[<>&\u2028\u2029]/g, jsonEscape, b);
+}
+
+/** What JSON.stringify escapes in a string (lone surrogates included), and Go's HTML-safe characters. */
+const JSON_STRING_ESCAPES = /["\\\x00-\x1f<>&\u2028\u2029]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+function jsonEscape(c: string): string {
+  return "<>&\u2028\u2029".includes(c) ? `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}` : JSON.stringify(c).slice(1, -1);
 }
 
 function jsonOf(v: unknown): string {

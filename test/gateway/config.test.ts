@@ -65,14 +65,14 @@ t.test("loadGatewayConfig: defaults and forms", async (t) => {
 
 t.test("the packaged env file lists every GATEWAY_* variable, commented out, with its default", async (t) => {
   const text = readFileSync(new URL("../../packaging/lmd-gateway.env", import.meta.url), "utf8");
-  const listed = [...text.matchAll(/^#(GATEWAY_[A-Z_]+)=(.*)$/gm)].map((m) => [m[1], m[2]]);
+  const listed = [...text.matchAll(/^#(GATEWAY_[A-Z0-9_]+)=(.*)$/gm)].map((m) => [m[1], m[2]]);
   t.same(listed, Object.entries(GATEWAY_VARIABLES).map(([name, v]) => [name, v.default]));
   t.notOk(/^GATEWAY_/m.test(text), "nothing is set");
 });
 
 t.test("docs/deployment.md documents every GATEWAY_* variable with its default", async (t) => {
   const text = readFileSync(new URL("../../docs/deployment.md", import.meta.url), "utf8");
-  const rows = [...text.matchAll(/^\| `(GATEWAY_[A-Z_]+)` \| (`([^`]*)`|\(none\)) \|/gm)].map((m) => [m[1], m[3] ?? ""]);
+  const rows = [...text.matchAll(/^\| `(GATEWAY_[A-Z0-9_]+)` \| (`([^`]*)`|\(none\)) \|/gm)].map((m) => [m[1], m[3] ?? ""]);
   t.same(rows, Object.entries(GATEWAY_VARIABLES).map(([name, v]) => [name, v.default]));
 });
 
@@ -111,4 +111,12 @@ t.test("RateLimiter: a token bucket per key", async (t) => {
   limiter.sweep();
   for (let i = 0; i < 6; i++) t.same(limiter.take("a"), { allowed: true }, "full again after a quiet while");
   t.same(new RateLimiter(0).take("x"), { allowed: true }, "0 = no limit");
+});
+
+t.test("the per-client network prefixes: /32 and /64 by default, settable, bounded", async (t) => {
+  const base = { GATEWAY_API_KEYS: KEY, GATEWAY_ALLOW_PLAINTEXT: "true", GATEWAY_HOST: "127.0.0.1:0" };
+  t.same(loadGatewayConfig(base).addressPrefix, { v4: 32, v6: 64 });
+  t.same(loadGatewayConfig({ ...base, GATEWAY_IPV4_PREFIX: "24", GATEWAY_IPV6_PREFIX: "48" }).addressPrefix, { v4: 24, v6: 48 });
+  t.throws(() => loadGatewayConfig({ ...base, GATEWAY_IPV4_PREFIX: "33" }));
+  t.throws(() => loadGatewayConfig({ ...base, GATEWAY_IPV6_PREFIX: "129" }));
 });

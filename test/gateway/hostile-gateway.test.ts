@@ -18,6 +18,7 @@ const KEY = "k".repeat(40);
 async function setup(env: Record<string, string> = {}) {
   const seen: string[] = [];
   const upstream = http.createServer((req, res) => {
+    if (req.url === "/hold") return; // never answered: keeps a request in progress
     seen.push(req.url ?? "");
     res.setHeader("content-type", "application/json");
     res.end(JSON.stringify({ url: req.url }));
@@ -94,24 +95,63 @@ t.test("failed authentications are limited per address", async (t) => {
 
 t.test("connections are capped in total and per client address, and logged", async (t) => {
   const { port, logs } = await setup({ GATEWAY_MAX_CONNECTIONS: "8", GATEWAY_MAX_CONNECTIONS_PER_ADDRESS: "5" });
+  // Each held connection is busy: a request in progress that the upstream never answers.
   const open = (localAddress: string) => new Promise<net.Socket>((resolve, reject) => {
-    const s = net.connect({ port, host: "127.0.0.1", localAddress }, () => resolve(s));
+    const s = net.connect({ port, host: "127.0.0.1", localAddress }, () => {
+      s.write(`GET /hold HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\n\r\n`);
+      resolve(s);
+    });
     s.on("error", reject);
   });
   const held: net.Socket[] = [];
   t.teardown(() => held.forEach((s) => s.destroy()));
   for (let i = 0; i < 5; i++) held.push(await open("127.0.0.1"));
-  await new Promise((r) => setTimeout(r, 100));
+  await new Promise((r) => setTimeout(r, 200));
   const perAddress = parse(await raw(port, `GET /api/tags HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\n\r\n`, 3000, "127.0.0.1"));
-  t.equal(perAddress.status, 503, "a sixth connection from one address is refused");
+  t.equal(perAddress.status, 503, "a sixth connection from one address is refused while its five are busy");
   t.ok(isError(perAddress.body));
   for (let i = 0; i < 3; i++) held.push(await open("127.0.0.2"));
-  await new Promise((r) => setTimeout(r, 100));
+  await new Promise((r) => setTimeout(r, 200));
   const total = parse(await raw(port, `GET /api/tags HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\n\r\n`, 3000, "127.0.0.3"));
-  t.equal(total.status, 503, "a ninth connection is refused whatever its address");
-  t.ok(logs.filter((l) => l.msg === "connection refused: too many connections").length >= 2, "each refusal is logged");
+  t.equal(total.status, 503, "a ninth connection is refused whatever its address while all are busy");
+  t.ok(logs.filter((l) => l.level === 40 && /connection cap .*reached/.test(String(l.msg))).length >= 1, "reaching a cap is logged");
   held.splice(0).forEach((s) => s.destroy());
   await new Promise((r) => setTimeout(r, 200));
   const ok = await fetch(`http://127.0.0.1:${port}/api/tags`, { headers: { "x-api-key": KEY } });
   t.equal(ok.status, 200, "once they close, a valid request is served");
+});
+
+t.test("1,040 silent sockets from 40 addresses: a valid key is served at once, the cap logged once", async (t) => {
+  // The defaults: 1024 in all, 64 per address. Silent sockets used to hold the cap for ~60 s.
+  const { port, logs } = await setup();
+  const sockets: net.Socket[] = [];
+  t.teardown(() => sockets.forEach((s) => s.destroy()));
+  for (let i = 0; i < 1040; i++) {
+    const s = net.connect({ port, host: "127.0.0.1", localAddress: `127.0.1.${1 + (i % 40)}` });
+    s.on("error", () => undefined);
+    sockets.push(s);
+    await new Promise((resolve) => s.once("connect", resolve).once("close", resolve));
+  }
+  await new Promise((r) => setTimeout(r, 300));
+  for (let i = 0; i < 5; i++) {
+    const res = await fetch(`http://127.0.0.1:${port}/api/tags`, { headers: { "x-api-key": KEY }, signal: AbortSignal.timeout(5_000) });
+    t.equal(res.status, 200, `a valid key is served (${i + 1})`);
+  }
+  const lines = logs.filter((l) => l.level === 40 && /connection cap reached/.test(String(l.msg)));
+  t.equal(lines.length, 1, "the cap is logged, once");
+  t.equal(lines[0]?.maxConnections, 1024);
+});
+
+t.test("per-client limits count a client's network (GATEWAY_IPV4_PREFIX)", async (t) => {
+  const { port } = await setup({ GATEWAY_AUTH_FAILURE_LIMIT: "3", GATEWAY_IPV4_PREFIX: "24" });
+  const get = (localAddress: string, key: string) => new Promise<number>((resolve) => {
+    const req = http.get({ host: "127.0.0.1", port, path: "/api/tags", localAddress, headers: { "x-api-key": key }, agent: false }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on("error", () => resolve(0));
+  });
+  for (const a of ["127.0.2.1", "127.0.2.2", "127.0.2.3"]) t.equal(await get(a, "bad"), 401);
+  t.equal(await get("127.0.2.4", KEY), 429, "three addresses of one /24 used up its tries: a fourth is blocked");
+  t.equal(await get("127.0.3.1", KEY), 200, "another /24 is not");
 });

@@ -1,8 +1,9 @@
 /**
  * Slow and greedy clients (issue 9): a client that sends half a request head, or stops in the
  * middle of a body (JSON or a blob upload), is answered 408 and disconnected within the limits;
- * a flood of connections beyond the cap is closed at once; the daemon keeps serving meanwhile.
- * The limits are shortened here through createApp's `httpLimits` (the defaults are 30 s / 60 s / 1024).
+ * a connection beyond the cap replaces an idle one, or is closed at once when all are busy; the
+ * daemon keeps serving meanwhile. The limits are shortened here through createApp's `httpLimits`
+ * (the defaults are 10 s / 60 s / 1024).
  */
 import t, { type Test } from "tap";
 import net from "node:net";
@@ -40,7 +41,7 @@ function errorOf(text: string): { status: number; body: unknown } {
 }
 
 t.test("the defaults", async (t) => {
-  t.same(SERVER_LIMITS, { headersTimeoutMs: 30_000, bodyIdleTimeoutMs: 60_000, keepAliveTimeoutMs: 5_000, maxConnections: 1024 });
+  t.same(SERVER_LIMITS, { headersTimeoutMs: 10_000, bodyIdleTimeoutMs: 60_000, keepAliveTimeoutMs: 5_000, maxConnections: 1024 });
 });
 
 t.test("half a request head: 408 and the socket closed", async (t) => {
@@ -84,16 +85,18 @@ t.test("a slow but steady upload is not cut off", async (t) => {
   t.match(text, /^HTTP\/1\.1 201 /, "created");
 });
 
-t.test("connections over the cap are closed at once; the daemon still serves", async (t) => {
+t.test("connections over the cap, all busy, are closed at once; the daemon still serves", async (t) => {
   const { port } = await start(t, { maxConnections: 8 });
   const held: net.Socket[] = [];
   for (let i = 0; i < 8; i++) {
     const s = net.connect(port, "127.0.0.1");
     s.on("error", () => undefined);
     await new Promise((resolve) => s.once("connect", resolve));
+    // A request in progress: its head sent, its body still to come.
+    s.write("POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{");
     held.push(s);
   }
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await new Promise((resolve) => setTimeout(resolve, 200));
   const extra = await rawExchange(port, "GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 3000);
   t.ok(extra.closed, "the ninth connection is closed by the server");
   t.equal(extra.text, "", "without being served");
@@ -101,4 +104,41 @@ t.test("connections over the cap are closed at once; the daemon still serves", a
   await new Promise((resolve) => setTimeout(resolve, 100));
   const ok = await rawExchange(port, "GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   t.match(ok.text, /^HTTP\/1\.1 200 /, "served again once connections are free");
+});
+
+t.test("idle connections over the cap make way: silent, half a head, keep-alive between requests", async (t) => {
+  const { port } = await start(t, { maxConnections: 8 });
+  const held: { socket: net.Socket; closed: boolean }[] = [];
+  const open = async (data: string) => {
+    const entry = { socket: net.connect(port, "127.0.0.1"), closed: false };
+    entry.socket.on("error", () => undefined).on("close", () => (entry.closed = true)).resume();
+    await new Promise((resolve) => entry.socket.once("connect", resolve));
+    if (data) entry.socket.write(data);
+    held.push(entry);
+  };
+  t.teardown(() => held.forEach((h) => h.socket.destroy()));
+  for (let i = 0; i < 3; i++) await open("");
+  for (let i = 0; i < 3; i++) await open("GET /api/version HTTP/1.1\r\nHo");
+  for (let i = 0; i < 2; i++) await open("GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); // answered, then kept alive
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  // Eight new clients that stay connected: each needs a place, taken from the oldest idle one.
+  const fresh: net.Socket[] = [];
+  t.teardown(() => fresh.forEach((s) => s.destroy()));
+  for (let i = 0; i < 8; i++) {
+    const s = net.connect(port, "127.0.0.1", () => s.write("GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    s.on("error", () => undefined);
+    fresh.push(s);
+    const text = await new Promise<string>((resolve) => {
+      let got = "";
+      s.setEncoding("utf8").on("data", (d: string) => {
+        got += d;
+        if (got.includes("\r\n\r\n")) resolve(got);
+      });
+      s.on("close", () => resolve(got));
+    });
+    t.match(text, /^HTTP\/1\.1 200 /, `new client ${i + 1} is served`);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // the closed socket's FIN, on its way
+    t.equal(held.filter((h) => h.closed).length, i + 1, `and ${i + 1} idle connection(s) closed, oldest first`);
+    t.notOk(held.slice(i + 1).some((h) => h.closed), "only the oldest");
+  }
 });

@@ -59,13 +59,20 @@ t.test("every variable has its documented default", async (t) => {
   t.equal(c.cacheMaxBytes, 8 * 1024 ** 3);
   t.equal(c.cacheMinTokens, 1024);
   t.same(c.registry, { authFile: "/home/u/.docker/config.json", caFile: undefined, nodeExtraCaFile: undefined, mirrors: new Map() }, "registry: docker login's file, no CA, no mirrors");
+  t.equal(c.maxUnreferencedBlobBytes, 64 * 1024 ** 3, "SERVICE_MAX_UNREFERENCED_BLOBS: 64 GiB");
   t.ok(Object.isFrozen(c), "config is frozen");
   t.same(Object.keys(VARIABLES).sort(), [
     "SERVICE_ALLOWED_HOSTS", "SERVICE_CACHE_DIR", "SERVICE_CACHE_MAX", "SERVICE_CACHE_MIN_TOKENS", "SERVICE_CONTEXT_LENGTH", "SERVICE_FLASH_ATTENTION", "SERVICE_GPU", "SERVICE_HOST", "SERVICE_KEEP_ALIVE", "SERVICE_KV_CACHE_TYPE", "SERVICE_LOAD_TIMEOUT",
-    "SERVICE_LOG_DIR", "SERVICE_LOG_LEVEL", "SERVICE_MAX_BODY", "SERVICE_MAX_LOADED_MODELS", "SERVICE_MAX_PREDICT", "SERVICE_MAX_QUEUE", "SERVICE_MODELS",
+    "SERVICE_LOG_DIR", "SERVICE_LOG_LEVEL", "SERVICE_MAX_BODY", "SERVICE_MAX_LOADED_MODELS", "SERVICE_MAX_PREDICT", "SERVICE_MAX_QUEUE", "SERVICE_MAX_UNREFERENCED_BLOBS", "SERVICE_MODELS",
     "SERVICE_MODELS_CONFIG", "SERVICE_NUM_PARALLEL", "SERVICE_ORIGINS", "SERVICE_REGISTRY_AUTH", "SERVICE_REGISTRY_CA", "SERVICE_REGISTRY_MIRRORS", "SERVICE_RENDER_TIMEOUT", "SERVICE_SHUTDOWN_TIMEOUT", "SERVICE_STREAM_INTERVAL", "SERVICE_THREADS",
     "SERVICE_TRUNCATE", "SERVICE_WRITE_TIMEOUT",
   ]);
+});
+
+t.test("SERVICE_MAX_UNREFERENCED_BLOBS is a size", async (t) => {
+  t.equal(loadConfig({ SERVICE_MAX_UNREFERENCED_BLOBS: "500MB" }).maxUnreferencedBlobBytes, 500_000_000);
+  t.equal(loadConfig({ SERVICE_MAX_UNREFERENCED_BLOBS: "1048576" }).maxUnreferencedBlobBytes, 1_048_576);
+  t.throws(() => loadConfig({ SERVICE_MAX_UNREFERENCED_BLOBS: "lots" }), { name: "ConfigError", variable: "SERVICE_MAX_UNREFERENCED_BLOBS" });
 });
 
 t.test("SERVICE_STREAM_INTERVAL is a duration from 0 (each token at once) to 1s", async (t) => {

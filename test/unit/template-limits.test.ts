@@ -91,3 +91,80 @@ t.test("random token soup: every template parses or is a 400, every execution re
   );
   t.ok(executed > 100, `${executed} random templates executed`);
 });
+
+/*
+ * What a render builds is bounded, not only how many steps it takes: joining strings is nearly
+ * free (`print $a $a` is one step whatever $a's length), so a few steps could build a value of
+ * hundreds of millions of characters, which the next function then walked (or spread into an
+ * array) in one step the clock never saw.
+ */
+const DOUBLE = "{{$a = print $a $a}}";
+
+t.test("every value a function returns is held to a length, checked as it grows", async (t) => {
+  t.match(execError(`{{$a := printf "%600s" "x"}}${DOUBLE}`, {}, { maxValue: 1000 }), /^template: t:1:\d+: executing "t" at <print>: template value exceeded 1000 characters$/);
+  t.equal(execError(`{{$a := printf "%500s" "x"}}${DOUBLE}{{len $a}}`, {}, { maxValue: 1000 }), "no error", "a value at the limit is fine");
+  for (const [fn, src] of [["printf", '{{printf "%s%s" $.S $.S}}'], ["html", "{{html $.S}}"], ["js", "{{js $.S}}"], ["urlquery", "{{urlquery $.S}}"], ["json", "{{json $.S}}"], ["printf %q", '{{printf "%q" $.S}}'], ["printf %x", '{{printf "%x" $.S}}'], ["println", "{{println $.S $.S}}"]] as const) {
+    // 600 characters, each escape of which is longer than 1000.
+    t.match(execError(src, { S: "<\u0001 \u2028".repeat(150) }, { maxValue: 1000 }), /template value exceeded 1000 characters/, `${fn} of a value that grows past the limit`);
+  }
+  t.match(execError('{{printf "%s%s%s%s" $.S $.S $.S $.S}}', { S: "<".repeat(100_000) }, { maxValue: 150_000 }), /template value exceeded 150000 characters/, "printf stops at the limit, not at the end");
+});
+
+t.test("the values returned in all are held to a total", async (t) => {
+  t.match(execError("{{range 20}}{{$x := print $.S}}{{end}}", { S: "x".repeat(100) }, { maxBuilt: 1000 }), /template functions returned more than 1000 characters in all/);
+  t.equal(execError("{{range 9}}{{$x := print $.S}}{{end}}", { S: "x".repeat(100) }, { maxBuilt: 1000 }), "no error");
+});
+
+t.test("the crash template of a few hundred bytes is refused at once, building nothing", async (t) => {
+  // Eight doublings of a million characters: 256 Mi characters, which padding used to spread into an array.
+  const src = `{{$a := printf "%1000000s" "x"}}${DOUBLE.repeat(8)}{{printf "%s" $a}}`;
+  const t0 = performance.now();
+  t.match(execError(src), /at <print>: template value exceeded 33554432 characters/);
+  t.ok(performance.now() - t0 < 30_000, "and returns");
+});
+
+t.test("widths and precisions count characters without building arrays", async (t) => {
+  // Each printf walked (and spread) all eight million characters to pad or cut five: seconds per call.
+  const S = "é".repeat(8 * 1024 * 1024);
+  t.equal(execError('{{range 30}}{{printf "%5.2s|" $.S}}{{end}}', { S }, { timeoutMs: 1000 }), "no error");
+  const out = parseTemplate('{{printf "%-4.2s|%4s|%.1s|%3s" .A .B .C .D}}', "t", { appendResponse: false }).execute({ A: "😀😀😀", B: "😀", C: "\ud83dx", D: "😀😀😀😀" });
+  t.equal(out, "😀😀  |   😀|\ud83d|😀😀😀😀", "code points, as Go counts runes");
+});
+
+t.test("long operations read the clock as they go", async (t) => {
+  // One step: html over twenty million characters. Without a look at the clock inside, it ran to the end.
+  t.match(execError("{{$x := html $.S}}", { S: "<".repeat(20_000_000) }, { timeoutMs: 10 }), /template execution exceeded 10 ms/);
+  t.match(execError("{{$x := printf $.F}}", { F: "%c".repeat(4_000_000) }, { timeoutMs: 10 }), /template execution exceeded 10 ms/, "four million directives in one printf");
+});
+
+t.test("escapes done a chunk at a time equal escapes done whole", async (t) => {
+  // Many chunks of 64 Ki units, the first boundary falling inside a surrogate pair.
+  const unit = "a<b>&c\"d'e\\f\u0000g\u0007h\u2028i😀j\u0085k=l m\u00a0n\ud800o\udc00p";
+  const n = Math.ceil(200_000 / unit.length);
+  const S = findLead(unit, n);
+  t.ok(S.charCodeAt(65535) >= 0xd800 && S.charCodeAt(65535) <= 0xdbff, "a pair straddles the first chunk boundary");
+  const pre = S.slice(0, S.length - unit.length * n);
+  const run = (src: string): string => parseTemplate(src, "t", { appendResponse: false }).execute({ S });
+  const small = (src: string): string => parseTemplate(src, "t", { appendResponse: false }).execute({ S: unit });
+  for (const fn of ["html", "js", "urlquery"]) t.equal(run(`{{${fn} .S}}`), pre + small(`{{${fn} .S}}`).repeat(n), fn);
+  t.equal(run("{{json .S}}"), `"${pre}${small("{{json .S}}").slice(1, -1).repeat(n)}"`, "json");
+  t.equal(run('{{printf "%q" .S}}'), `"${pre}${small('{{printf "%q" .S}}').slice(1, -1).repeat(n)}"`, "%q");
+});
+
+/** `x`s then `unit` n times, with as many `x`s as put a surrogate pair across index 65535/65536. */
+function findLead(unit: string, n: number): string {
+  for (let k = 0; k < unit.length; k++) {
+    const s = "x".repeat(k) + unit.repeat(n);
+    const c = s.charCodeAt(65535);
+    if (c >= 0xd800 && c <= 0xdbff && s.charCodeAt(65536) >= 0xdc00) return s;
+  }
+  throw new Error("no lead found");
+}
+
+t.test("a legacy template's turns share one budget", async (t) => {
+  const { renderOllama } = await import("../../src/template/index.js");
+  const tmpl = parseTemplate("{{ .System }}{{ .Prompt }}{{ .Response }}", "t");
+  const messages = Array.from({ length: 6 }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: "x".repeat(400) }));
+  t.equal(renderOllama(tmpl, { messages }, { maxOutput: 5000 }).length, 2400, "each turn and all of them fit");
+  t.throws(() => renderOllama(tmpl, { messages }, { maxOutput: 2000 }), /template output exceeded 2000 characters/, "each turn fits, all of them do not");
+});
