@@ -87,6 +87,7 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
     defaultContextLength: config.contextLength,
     threads: config.threads,
     gpu: config.gpu,
+    gpuOverheadBytes: config.gpuOverheadBytes,
     loadTimeoutMs: config.loadTimeoutMs,
     renderTimeoutMs: config.renderTimeoutMs,
     streamIntervalMs: config.streamIntervalMs,

@@ -50,6 +50,8 @@ export interface Config {
   /** undefined = chosen per load from the free cores (src/cpu.ts). */
   threads: number | undefined;
   gpu: GpuMode;
+  /** VRAM kept free on each GPU (bytes): the memory check and node-llama-cpp's layer choice leave it unused. */
+  gpuOverheadBytes: number;
   /** Per-model policy file (YAML or JSON); read by the app at start and on SIGHUP. */
   modelsConfig: string | undefined;
   /** Default of a request's `truncate`: drop the oldest turns of a prompt over the context (else 400). */
@@ -110,6 +112,7 @@ export const VARIABLES = {
   SERVICE_RENDER_TIMEOUT: { default: "10s", meaning: "a model's own (Jinja) chat template that has not rendered a request's prompt this long: its runner is restarted and the request answered 400" },
   SERVICE_THREADS: { default: "", meaning: "CPU threads for inference; unset = the physical cores free when a model loads, then as the load changes" },
   SERVICE_GPU: { default: "auto", meaning: "auto, cuda, vulkan or false" },
+  SERVICE_GPU_OVERHEAD: { default: "0", meaning: "VRAM kept free on each GPU, a size or bytes (room for other programs); models offload fewer layers or are refused instead" },
   SERVICE_MAX_PREDICT: { default: "0", meaning: "server-side cap on generated tokens per request; 0 = 4 x the request's context length; num_predict below it still wins" },
   SERVICE_MODELS_CONFIG: { default: "", meaning: "per-model policy file (YAML or JSON): num_parallel, num_ctx, keep_alive, pinned, preload, options; re-read on SIGHUP" },
   SERVICE_STREAM_INTERVAL: { default: "10ms", meaning: "how long a stream's tokens after its first are gathered before they are written: fewer writes and wake-ups per token; 0 = each token at once; at most 1s" },
@@ -148,6 +151,7 @@ const schema = {
     SERVICE_RENDER_TIMEOUT: { type: "string", default: VARIABLES.SERVICE_RENDER_TIMEOUT.default },
     SERVICE_THREADS: { type: "integer", minimum: 1, maximum: 1024 },
     SERVICE_GPU: { type: "string", enum: ["auto", "cuda", "vulkan", "false"], default: "auto" },
+    SERVICE_GPU_OVERHEAD: { type: "string", default: "0" },
     SERVICE_MAX_PREDICT: { type: "integer", minimum: 0, maximum: 100_000_000, default: 0 },
     SERVICE_MODELS_CONFIG: { type: "string" },
     SERVICE_STREAM_INTERVAL: { type: "string", default: VARIABLES.SERVICE_STREAM_INTERVAL.default },
@@ -183,6 +187,7 @@ interface RawEnv {
   SERVICE_RENDER_TIMEOUT: string;
   SERVICE_THREADS?: number;
   SERVICE_GPU: string;
+  SERVICE_GPU_OVERHEAD: string;
   SERVICE_MAX_PREDICT: number;
   SERVICE_MODELS_CONFIG?: string;
   SERVICE_STREAM_INTERVAL: string;
@@ -238,6 +243,7 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
     renderTimeoutMs: timerDuration("SERVICE_RENDER_TIMEOUT", positive("SERVICE_RENDER_TIMEOUT", durationOf("SERVICE_RENDER_TIMEOUT", raw.SERVICE_RENDER_TIMEOUT))),
     threads: raw.SERVICE_THREADS,
     gpu: raw.SERVICE_GPU === "false" ? false : (raw.SERVICE_GPU as GpuMode),
+    gpuOverheadBytes: sizeOrZero("SERVICE_GPU_OVERHEAD", raw.SERVICE_GPU_OVERHEAD),
     modelsConfig: raw.SERVICE_MODELS_CONFIG,
     truncate: booleanOf("SERVICE_TRUNCATE", raw.SERVICE_TRUNCATE),
     maxPredict: raw.SERVICE_MAX_PREDICT,
@@ -293,6 +299,7 @@ export const ALIASES: Readonly<Record<string, { variable: string; value?: (v: st
   OLLAMA_LOAD_TIMEOUT: { variable: "SERVICE_LOAD_TIMEOUT" },
   OLLAMA_KV_CACHE_TYPE: { variable: "SERVICE_KV_CACHE_TYPE" },
   OLLAMA_FLASH_ATTENTION: { variable: "SERVICE_FLASH_ATTENTION" },
+  OLLAMA_GPU_OVERHEAD: { variable: "SERVICE_GPU_OVERHEAD" },
   // Ollama reads OLLAMA_DEBUG=1 (or 2 for trace) as "more logging".
   OLLAMA_DEBUG: { variable: "SERVICE_LOG_LEVEL", note: "1 = debug, 2 = trace", value: (v) => (v.trim() === "2" ? "trace" : parseBoolean(v) === true ? "debug" : undefined) },
 };
@@ -481,6 +488,13 @@ function durationOf(variable: string, value: string): number {
 function sizeOf(variable: string, value: string): number {
   const bytes = parseSize(value);
   if (bytes === undefined || bytes < 1) throw new ConfigError(variable, `'${value}' is not a size (examples: 8MiB, 1048576)`);
+  return bytes;
+}
+
+/** A size that may be 0 (Ollama's OLLAMA_GPU_OVERHEAD is a byte count, 0 by default). */
+function sizeOrZero(variable: string, value: string): number {
+  const bytes = parseSize(value);
+  if (bytes === undefined) throw new ConfigError(variable, `'${value}' is not a size (examples: 1GiB, 536870912, 0)`);
   return bytes;
 }
 

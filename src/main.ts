@@ -6,6 +6,7 @@ import { accessSync, constants, existsSync } from "node:fs";
 import path from "node:path";
 import closeWithGrace from "close-with-grace";
 import { createApp } from "./app.js";
+import { reportBackend } from "./backend.js";
 import { ConfigError, loadConfig, unknownVariables, withAliases, type Config } from "./config.js";
 import { createLogger, flushLogger } from "./logger.js";
 import { serveArguments, serveHelp, usage } from "./usage.js";
@@ -52,6 +53,9 @@ async function serve(): Promise<void> {
   const address = await app.listen().catch((err: unknown) => listenFailure(err, config) ?? storeFailure(err, config));
   log.info({ address: address.address, port: address.port, models: config.models, threads: config.threads ?? "auto", version: VERSION, ...ollamaAliases() }, "lmd listening");
   void app.preload();
+  // Which backend the runners use, and why installed GPU binaries are not (warnings): after the
+  // listener, so that a probe of the GPU never delays serving.
+  void reportBackend(config.gpu, log).catch((err: unknown) => log.warn({ err }, "could not tell which llama.cpp backend is used"));
 }
 
 /** Node's error codes for file system failures that mean "this directory cannot be the store". */

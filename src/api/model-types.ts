@@ -152,6 +152,7 @@ export interface ModelPolicyView {
   options: Record<string, unknown>;
   kv_cache_type?: "f16" | "q8_0" | "q4_0";
   flash_attention?: "auto" | boolean;
+  gpus?: number[];
 }
 
 export interface PsResponse {

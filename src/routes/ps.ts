@@ -2,7 +2,9 @@
  * `GET /api/ps` (CONTRACT §4): the models loaded now, most recently used first, in Ollama's shape.
  *
  * `size` is the memory the loaded model takes (RAM and VRAM, model and context, by node-llama-cpp's
- * accounting), `size_vram` the part of it in VRAM. `expires_at` is when an idle model unloads; a
+ * accounting), `size_vram` the part of it in VRAM. A model with every layer offloaded shows
+ * `size_vram` equal to `size`, as Ollama does ("100% GPU"): what llama.cpp still keeps in host
+ * memory then (the token-embedding table, read a row per token) is no layer that could move. `expires_at` is when an idle model unloads; a
  * model in use shows its keep-alive counted from now, and one kept forever a date far in the future
  * (as Ollama does).
  */
@@ -34,7 +36,7 @@ async function ps(ctx: RequestContext, { store, scheduler }: Services): Promise<
       digest: digests.get(m.model.key) ?? m.model.digest.replace(/^sha256:/, ""),
       details: await modelDetails(store, m.model.manifest),
       expires_at: (m.expiresAt ?? (m.keepAliveMs < 0 ? FOREVER : new Date(Date.now() + m.keepAliveMs))).toISOString(),
-      size_vram: m.vramBytes,
+      size_vram: m.allOnGpu ? m.ramBytes + m.vramBytes : m.vramBytes,
       context_length: m.contextLength,
       num_parallel: m.numParallel,
       queued: m.queued,
@@ -56,5 +58,6 @@ function policyView(p: ModelPolicy): ModelPolicyView {
     options: p.options,
     ...(p.kvCacheType !== undefined ? { kv_cache_type: p.kvCacheType } : {}),
     ...(p.flashAttention !== undefined ? { flash_attention: p.flashAttention } : {}),
+    ...(p.gpus !== undefined ? { gpus: p.gpus } : {}),
   };
 }

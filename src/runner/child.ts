@@ -99,10 +99,15 @@ async function load(requested: LoadSpec): Promise<void> {
   /** llama.cpp's last error line: the reason behind a failure node-llama-cpp reports without one. */
   let lastEngineError = "";
   try {
-    llama = await openLlama(spec.gpu, (level, message) => {
-      if (level === "error") lastEngineError = message.replace(/^llama\.cpp: /, "");
-      log(level, message);
-    });
+    llama = await openLlama(
+      spec.gpu,
+      (level, message) => {
+        if (level === "error") lastEngineError = message.replace(/^llama\.cpp: /, "");
+        log(level, message);
+      },
+      undefined,
+      spec.gpuOverheadBytes ?? 0,
+    );
   } catch (err) {
     send({ type: "load-failed", kind: "other", message: `no usable llama.cpp backend: ${clientSafe(err)}` });
     return;
@@ -193,6 +198,7 @@ async function load(requested: LoadSpec): Promise<void> {
       vramBytes: Math.max(usage.vram, estimate?.vramBytes ?? 0),
       gpu: llama.gpu,
       gpuLayers: model.gpuLayers,
+      totalLayers: model.fileInsights.totalLayers,
       threads: spec.threads,
       batchSize: context.batchSize,
       binary: llama.buildType,

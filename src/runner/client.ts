@@ -36,14 +36,30 @@ export function threadpoolLibrary(): string | undefined {
   return existsSync(file) ? file : undefined;
 }
 
-/** A runner's environment: one libuv thread, and the threadpool library preloaded when there is one. */
-export function runnerEnv(): NodeJS.ProcessEnv {
+/**
+ * A runner's environment: one libuv thread, the threadpool library preloaded when there is one,
+ * and, when the policy file places the model (`gpus`), only those GPUs visible.
+ */
+export function runnerEnv(gpus?: readonly number[], base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const library = threadpoolLibrary();
   // UV_THREADPOOL_SIZE=1 pins llama.cpp's decode calls to one libuv thread, which doubles decode
   // speed on small machines (../shared/notes/engine-speed.md). It must be set before Node starts.
-  const env: NodeJS.ProcessEnv = { ...process.env, UV_THREADPOOL_SIZE: "1" };
-  if (library) env.LD_PRELOAD = [process.env.LD_PRELOAD, library].filter(Boolean).join(" ");
+  const env: NodeJS.ProcessEnv = { ...base, UV_THREADPOOL_SIZE: "1" };
+  if (library) env.LD_PRELOAD = [base.LD_PRELOAD, library].filter(Boolean).join(" ");
+  if (gpus !== undefined) Object.assign(env, visibleDevicesEnv(gpus));
   return env;
+}
+
+/**
+ * The variables that restrict the GPUs a process sees, one per backend: the CUDA runtime reads
+ * CUDA_VISIBLE_DEVICES, llama.cpp's Vulkan backend GGML_VK_VISIBLE_DEVICES (both before they
+ * enumerate devices, so they must be in the environment the child starts with). An empty list
+ * hides every GPU. CUDA numbers its devices fastest first unless told to use the PCI bus order,
+ * which is nvidia-smi's (and the one an operator reads the indices from).
+ */
+export function visibleDevicesEnv(gpus: readonly number[]): Record<string, string> {
+  const list = gpus.join(",");
+  return { CUDA_DEVICE_ORDER: "PCI_BUS_ID", CUDA_VISIBLE_DEVICES: list, GGML_VK_VISIBLE_DEVICES: list };
 }
 
 export interface RunnerOptions {
@@ -131,7 +147,7 @@ export class Runner {
     // aborted signal fires no more events) and the model would load for nobody.
     if (options.signal?.aborted) throw new ModelLoadError(options.name, "load cancelled");
     const child = fork(childEntry(), [], {
-      env: runnerEnv(),
+      env: runnerEnv(spec.gpus),
       execArgv: [],
       stdio: ["ignore", "pipe", "pipe", "ipc"],
       serialization: "json",

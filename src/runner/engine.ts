@@ -24,11 +24,13 @@ export type EngineLog = (level: "debug" | "error", message: string) => void;
  * then run on the CPU with nothing but a log line to say so. That is refused here, with llama.cpp's
  * own reason.
  */
-export async function openLlama(gpu: RunnerGpu, log: EngineLog, get: typeof getLlama = getLlama): Promise<Llama> {
+export async function openLlama(gpu: RunnerGpu, log: EngineLog, get: typeof getLlama = getLlama, gpuOverheadBytes = 0): Promise<Llama> {
   let lastError = "";
   const llama = await get({
     gpu,
     maxThreads: 0,
+    // SERVICE_GPU_OVERHEAD on top of node-llama-cpp's own margin: "auto" layers leave it free.
+    ...(gpuOverheadBytes > 0 ? { vramPadding: (total: number) => vramPadding(total, gpuOverheadBytes) } : {}),
     build: "never",
     progressLogs: false,
     logLevel: LlamaLogLevel.warn,
@@ -44,4 +46,12 @@ export async function openLlama(gpu: RunnerGpu, log: EngineLog, get: typeof getL
     throw new Error(`SERVICE_GPU is ${gpu}, but the ${gpu} backend found no usable device${lastError ? ` (${lastError})` : ""}`);
   }
   return llama;
+}
+
+/**
+ * The VRAM node-llama-cpp leaves out of its "auto" layer choice: its default margin (8 % of the
+ * total, at most 1.6 GiB) plus the operator's reserve.
+ */
+export function vramPadding(totalVram: number, overheadBytes: number): number {
+  return Math.floor(Math.min(totalVram * 0.08, 1.6 * 1024 ** 3)) + overheadBytes;
 }

@@ -24,10 +24,12 @@ export async function estimateLoad(llama: Llama, spec: LoadSpec): Promise<Memory
     ...(kvType(spec) === undefined ? {} : { kvCacheKeyType: kvType(spec), kvCacheValueType: kvType(spec) }),
   });
   const vram = llama.gpu === false ? { free: 0, total: 0 } : await llama.getVramState();
+  const gpuDevices = llama.gpu === false ? 0 : (await llama.getGpuDeviceNames()).length;
   return {
     ramBytes: model.cpuRam + context.cpuRam,
     vramBytes: model.gpuVram + context.gpuVram,
     vramFreeBytes: vram.free,
+    gpuDevices,
     gpuLayers,
   };
 }

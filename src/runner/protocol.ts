@@ -26,6 +26,13 @@ export interface LoadSpec {
   /** CPU threads; 0 = chosen by the runner from the cores free at load time (src/cpu.ts). */
   threads: number;
   gpu: RunnerGpu;
+  /**
+   * The GPUs (indices) the runner may see, from the policy file's `gpus`; undefined = all. Applied
+   * by the parent to the child's environment (runnerEnv), before the backend initialises.
+   */
+  gpus?: number[] | undefined;
+  /** VRAM (bytes) node-llama-cpp keeps free on each GPU when it chooses the layers (SERVICE_GPU_OVERHEAD). */
+  gpuOverheadBytes?: number | undefined;
   /** Layers to offload; undefined = node-llama-cpp's "auto". */
   gpuLayers?: number | undefined;
   /** Batch size for prompt evaluation (num_batch); undefined = node-llama-cpp's default. */
@@ -221,6 +228,8 @@ export interface MemoryEstimate {
   vramBytes: number;
   /** VRAM free now, as the backend reports it (0 on CPU). */
   vramFreeBytes: number;
+  /** GPUs the runner sees (its VRAM figures add theirs up); 0 on CPU. */
+  gpuDevices?: number | undefined;
   /** Layers the load will offload (num_gpu, or node-llama-cpp's "auto" resolved). */
   gpuLayers: number;
 }
@@ -236,6 +245,8 @@ export interface RunnerInfo {
   vramBytes: number;
   gpu: string | false;
   gpuLayers: number;
+  /** The model's offloadable layers (its blocks and the output layer): gpuLayers equal to it is every layer on the GPU. */
+  totalLayers?: number | undefined;
   /** CPU threads the load started with (SERVICE_THREADS, num_thread, or the free-core rule's choice). */
   threads: number;
   /** The context's prompt batch size (num_batch). */

@@ -42,6 +42,15 @@ export interface Room {
   vram: number;
 }
 
+/**
+ * VRAM a new load may use now: what the runner's GPUs report free, less SERVICE_GPU_OVERHEAD on
+ * each of them (the free figure is their sum). Never negative.
+ */
+export function vramRoom(estimate: Pick<MemoryEstimate, "vramFreeBytes" | "gpuDevices">, overheadPerGpu: number): number {
+  const devices = estimate.gpuDevices ?? (estimate.vramFreeBytes > 0 ? 1 : 0);
+  return Math.max(0, estimate.vramFreeBytes - overheadPerGpu * devices);
+}
+
 /** Why `estimate` does not fit in `room`, or undefined when it fits. */
 export function shortfall(estimate: MemoryEstimate, room: Room): string | undefined {
   if (estimate.ramBytes > room.ram) return `needs ${formatBytes(estimate.ramBytes)}, ${formatBytes(room.ram)} available`;

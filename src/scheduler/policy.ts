@@ -14,6 +14,7 @@
  *     options: { temperature: 0.2 }
  *   qwen3:8b:
  *     pinned: true          # never unloaded: no keep-alive expiry, no eviction for room
+ *     gpus: [1]             # its runner sees GPU 1 only ([] = no GPU: the CPU)
  * ```
  */
 import { readFile } from "node:fs/promises";
@@ -33,6 +34,8 @@ export interface ModelPolicy {
   keepAliveMs?: number;
   pinned: boolean;
   preload: boolean;
+  /** The GPUs (indices) this model's runner may see; undefined = every GPU the daemon sees, [] = none. */
+  gpus?: number[];
   /** Default options, between the model's own PARAMETERs and the request's `options`. */
   options: Record<string, unknown>;
   /** The KV cache's type and flash attention for this model, over SERVICE_KV_CACHE_TYPE and SERVICE_FLASH_ATTENTION. */
@@ -81,6 +84,7 @@ const validate = ajv.compile({
           options: { type: "object" },
           kv_cache_type: { enum: ["f16", "q8_0", "q4_0"] },
           flash_attention: { enum: ["auto", true, false] },
+          gpus: { type: "array", items: { type: "integer", minimum: 0, maximum: 1023 }, uniqueItems: true, maxItems: 64 },
         },
       },
     },
@@ -96,6 +100,7 @@ interface RawPolicy {
   options?: Record<string, unknown>;
   kv_cache_type?: KvCacheType;
   flash_attention?: FlashAttention;
+  gpus?: number[];
 }
 
 /** Reads and checks the policy file; throws an Error whose message says what is wrong and where. */
@@ -125,6 +130,7 @@ export async function readPolicyFile(file: string): Promise<PolicyTable> {
     const policy: ModelPolicy = { name, pinned: raw.pinned ?? false, preload: raw.preload ?? false, options: raw.options ?? {} };
     if (raw.num_parallel !== undefined) policy.numParallel = raw.num_parallel;
     if (raw.num_ctx !== undefined) policy.numCtx = raw.num_ctx;
+    if (raw.gpus !== undefined) policy.gpus = [...raw.gpus];
     if (raw.keep_alive !== undefined) {
       const ms = parseDuration(raw.keep_alive);
       if (ms === undefined) throw new Error(`${file}: /models/${name}/keep_alive '${String(raw.keep_alive)}' is not a duration`);

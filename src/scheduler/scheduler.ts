@@ -18,10 +18,10 @@
 import type { Logger } from "pino";
 import { ServiceBusyError, ShuttingDownError } from "../errors.js";
 import type { ResolvedModel } from "../store/store.js";
-import type { FlashAttention, KvCacheType, LoadSpec, PrefixCacheSpec, MemoryEstimate, RunnerGpu, SpeculationLoad } from "../runner/protocol.js";
+import type { FlashAttention, KvCacheType, LoadSpec, PrefixCacheSpec, MemoryEstimate, RunnerGpu, RunnerInfo, SpeculationLoad } from "../runner/protocol.js";
 import { Runner, type JobStats, type RunnerOptions } from "../runner/client.js";
 import { keepAliveOrForever, MAX_TIMER_MS } from "../units.js";
-import { availableRam, notEnoughMemory, shortfall, type Room } from "./memory.js";
+import { availableRam, notEnoughMemory, shortfall, vramRoom, type Room } from "./memory.js";
 import { PolicyTable, type ModelPolicy } from "./policy.js";
 
 export interface SchedulerOptions {
@@ -35,6 +35,8 @@ export interface SchedulerOptions {
   /** undefined = the runner chooses at each load (src/cpu.ts). */
   threads: number | undefined;
   gpu: RunnerGpu;
+  /** SERVICE_GPU_OVERHEAD: VRAM (bytes) kept free on each GPU; the memory check leaves it out. */
+  gpuOverheadBytes?: number | undefined;
   loadTimeoutMs: number;
   /** SERVICE_RENDER_TIMEOUT: the budget of a chat template's render in a runner; undefined = none. */
   renderTimeoutMs?: number | undefined;
@@ -107,6 +109,8 @@ export interface LoadedModelInfo {
   keepAliveMs: number;
   ramBytes: number;
   vramBytes: number;
+  /** Every layer of the model is on the GPU. */
+  allOnGpu: boolean;
   contextLength: number;
   active: number;
   pid: number | undefined;
@@ -210,6 +214,7 @@ export class Scheduler {
         keepAliveMs: e.keepAliveMs,
         ramBytes: e.runner.info.ramBytes,
         vramBytes: e.runner.info.vramBytes,
+        allOnGpu: allLayersOnGpu(e.runner.info),
         contextLength: e.runner.info.contextSize,
         active: e.active,
         pid: e.runner.pid,
@@ -382,7 +387,10 @@ export class Scheduler {
       contextSize: numCtx,
       sequences: policy?.numParallel ?? this.options.numParallel,
       threads: numThread !== undefined && numThread > 0 ? numThread : (this.options.threads ?? 0),
-      gpu: this.options.gpu,
+      // `gpus: []` in the policy file: no GPU for this model, so no backend probing in its runner.
+      gpu: policy?.gpus?.length === 0 ? false : this.options.gpu,
+      ...(policy?.gpus !== undefined ? { gpus: policy.gpus } : {}),
+      ...(this.options.gpuOverheadBytes ? { gpuOverheadBytes: this.options.gpuOverheadBytes } : {}),
       gpuLayers: numGpu !== undefined && numGpu >= 0 ? numGpu : undefined,
       ...(numBatch !== undefined ? { batchSize: numBatch } : {}),
       ...(useMmap !== undefined ? { useMmap } : {}),
@@ -423,6 +431,7 @@ export class Scheduler {
     return effective(wanted.contextSize) === effective(spec.contextSize) && wanted.gpuLayers === spec.gpuLayers && wanted.sequences === spec.sequences &&
       wanted.threads === spec.threads && wanted.batchSize === spec.batchSize && wanted.useMmap === spec.useMmap &&
       wanted.kvCacheType === spec.kvCacheType && wanted.flashAttention === spec.flashAttention &&
+      wanted.gpu === spec.gpu && (wanted.gpus ?? "all").toString() === (spec.gpus ?? "all").toString() &&
       (wanted.lora ?? []).join("\n") === (spec.lora ?? []).join("\n") &&
       JSON.stringify(wanted.speculation ?? null) === JSON.stringify(spec.speculation ?? null);
   }
@@ -521,7 +530,7 @@ export class Scheduler {
     const idle = () => this.evictable(model.key);
     // What evicting frees is counted by the runners' own accounting, not re-measured: a process's
     // memory (page cache of mmapped weights especially) shows up as available only gradually.
-    const now: Room = { ram: await availableRam(), vram: estimate.vramFreeBytes };
+    const now: Room = { ram: await availableRam(), vram: vramRoom(estimate, this.options.gpuOverheadBytes ?? 0) };
     const reclaimable = idle().reduce((r, e) => ({ ram: r.ram + e.runner.info.ramBytes, vram: r.vram + e.runner.info.vramBytes }), { ram: 0, vram: 0 });
     const reason = shortfall(estimate, { ram: now.ram + reclaimable.ram, vram: now.vram + reclaimable.vram });
     if (reason) {
@@ -554,6 +563,11 @@ export class Scheduler {
     this.options.log.info({ model: entry.model.display }, "model unloaded");
     this.notifyIdle();
   }
+}
+
+/** True when the runner offloaded every layer (it reports a GPU, and as many layers as the model has). */
+export function allLayersOnGpu(info: Pick<RunnerInfo, "gpu" | "gpuLayers" | "totalLayers" | "vramBytes">): boolean {
+  return info.gpu !== false && info.vramBytes > 0 && info.totalLayers !== undefined && info.totalLayers > 0 && info.gpuLayers >= info.totalLayers;
 }
 
 function numberParam(value: unknown): number | undefined {

@@ -1,0 +1,96 @@
+/**
+ * The backend probe (forked by src/backend.ts at start, with a runner's environment): opens
+ * node-llama-cpp as a runner does and reports which backend it got, its devices and VRAM, and for
+ * each other candidate backend why it was not taken. node-llama-cpp says only "not compatible"
+ * when a prebuilt GPU binary fails its test; loading the backend library here gives the dynamic
+ * linker's own reason (`libcudart.so.13: cannot open shared object file`). The process exits
+ * after its one answer, so what it loaded goes with it.
+ *
+ *   argv: <mode: auto|cuda|vulkan> <candidate backends...>
+ */
+import { readdirSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { openLlama } from "./engine.js";
+
+export interface ProbeResult {
+  backend: "cuda" | "vulkan" | "cpu";
+  devices: string[];
+  vramBytes: number;
+  /** Why each candidate that was not taken failed. */
+  reasons: Partial<Record<"cuda" | "vulkan", string>>;
+  /** node-llama-cpp could not be opened at all. */
+  error?: string | undefined;
+}
+
+const PACKAGE: Record<"cuda" | "vulkan", string[]> = {
+  cuda: ["@node-llama-cpp/linux-x64-cuda", "@node-llama-cpp/linux-x64-cuda-ext"],
+  vulkan: ["@node-llama-cpp/linux-x64-vulkan"],
+};
+
+/** Loads a shared library into this process; undefined when the dynamic linker can load it, else its message. */
+export function loadError(file: string): string | undefined {
+  try {
+    process.dlopen({ exports: {} } as NodeJS.Module, file);
+    return undefined;
+  } catch (err) {
+    const message = (err as Error).message;
+    // Loaded, but not a Node addon: the library and everything it needs are there.
+    if (/did not self-register|Module did not|napi_register_module/i.test(message)) return undefined;
+    return message.replace(/\s+/g, " ").trim();
+  }
+}
+
+/** The backend's libggml-<backend>.so files, main build first (the CUDA -ext package adds a fallback build). */
+function backendLibraries(backend: "cuda" | "vulkan"): string[] {
+  const require = createRequire(createRequire(import.meta.url).resolve("node-llama-cpp"));
+  const files: string[] = [];
+  for (const pkg of PACKAGE[backend]) {
+    let root: string;
+    try {
+      root = path.dirname(path.dirname(require.resolve(pkg)));
+    } catch {
+      continue;
+    }
+    const bins = path.join(root, "bins", `linux-x64-${backend}`);
+    for (const dir of [bins, path.join(bins, "fallback")]) {
+      try {
+        for (const f of readdirSync(dir)) if (f === `libggml-${backend}.so`) files.push(path.join(dir, f));
+      } catch {
+        // no such directory in this package
+      }
+    }
+  }
+  return files;
+}
+
+/** Why `backend`'s library does not load, or that it loads and found no device. */
+function whyNot(backend: "cuda" | "vulkan"): string {
+  const libs = backendLibraries(backend);
+  if (libs.length === 0) return `no libggml-${backend}.so in its packages`;
+  const errors = libs.map((file) => ({ file, error: loadError(file) }));
+  if (errors.some((e) => e.error === undefined)) return "its library loads, but the backend found no usable device";
+  const label = (file: string) => (path.basename(path.dirname(file)) === "fallback" ? `fallback/${path.basename(file)}` : path.basename(file));
+  return errors.map((e) => `${label(e.file)} does not load: ${e.error}`).join("; ");
+}
+
+async function main(): Promise<void> {
+  const [modeArg, ...candidates] = process.argv.slice(2) as [string, ...("cuda" | "vulkan")[]];
+  const mode = modeArg === "cuda" || modeArg === "vulkan" ? modeArg : "auto";
+  const result: ProbeResult = { backend: "cpu", devices: [], vramBytes: 0, reasons: {} };
+  const errors: string[] = [];
+  try {
+    const llama = await openLlama(mode, (level, message) => void (level === "error" && errors.push(message)));
+    if (llama.gpu === "cuda" || llama.gpu === "vulkan") {
+      result.backend = llama.gpu;
+      result.devices = await llama.getGpuDeviceNames();
+      result.vramBytes = (await llama.getVramState()).total;
+    }
+  } catch (err) {
+    result.error = (err as Error).message;
+  }
+  for (const c of candidates) if (c !== result.backend) result.reasons[c] = whyNot(c);
+  process.send?.(result, () => process.exit(0));
+}
+
+void main();
