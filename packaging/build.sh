@@ -1,5 +1,7 @@
 #!/bin/bash
-# Builds dist/packages/lmd_<version>_amd64.deb and dist/packages/lmd-<version>.x86_64.rpm.
+# Builds dist/packages/lmd_<version>_amd64.deb and dist/packages/lmd-<version>.x86_64.rpm, and
+# beside them the GPU packages lmd-cuda and lmd-vulkan (node-llama-cpp's prebuilt CUDA and Vulkan
+# binaries, which the lmd package leaves out).
 # Run as `npm run package` from the repository root. Needs: node/npm (and the npm registry,
 # or its cache), a C compiler (cc), dpkg-deb, rpmbuild (Debian's rpm package). No root needed.
 #
@@ -7,6 +9,9 @@
 #   LMD_PKG_VERSION   package version (default: package.json's version)
 #   LMD_PKG_SKIP_BUILD=1   do not run `npm run build` (dist/src must exist)
 #   LMD_PKG_FORMATS   "deb rpm" (default), or one of them
+#   LMD_PKG_BACKENDS  GPU packages to build: "cuda vulkan" (default), one of them, or "" for none
+#   LMD_PKG_FAST=1    compress the GPU packages at zstd's fastest level (tests: their payload is
+#                     ~0.6 GB of mostly incompressible GPU code)
 #   LMD_MAINTAINER    the Maintainer/Packager field
 set -euo pipefail
 
@@ -17,6 +22,11 @@ NODE_RUNTIME_VERSION=20.20.2
 LLAMA_VERSION=$(node -p 'require("./package.json").dependencies["node-llama-cpp"]')
 VERSION=${LMD_PKG_VERSION:-$(node -p 'require("./package.json").version')}
 FORMATS=${LMD_PKG_FORMATS:-deb rpm}
+BACKENDS=${LMD_PKG_BACKENDS-cuda vulkan}
+# zstd level of the GPU packages' payload: their libraries are compressed GPU code, which level 19
+# shrinks by a fifth at a hundred times level 3's time.
+GPU_ZSTD_LEVEL=3
+[ "${LMD_PKG_FAST:-}" = 1 ] && GPU_ZSTD_LEVEL=1
 MAINTAINER=${LMD_MAINTAINER:-lmd maintainers <maintainers@lmd.example.org>}
 OUT=$ROOT/dist/packages
 WORK=$ROOT/dist/packaging
@@ -135,7 +145,7 @@ build_deb() {
 	log "building $out"
 	rm -rf "$deb" && cp -al "$STAGE" "$deb" && mkdir -p "$deb/DEBIAN"
 	size=$(du -sk --exclude=DEBIAN "$deb" | cut -f1)
-	sed -e "s/@VERSION@/$VERSION/" -e "s/@MAINTAINER@/$MAINTAINER/" -e "s/@INSTALLED_SIZE@/$size/" \
+	sed -e "s/@VERSION@/$VERSION/" -e "s/@MAINTAINER@/$MAINTAINER/" -e "s/@INSTALLED_SIZE@/$size/" -e "s/@LLAMA_VERSION@/$LLAMA_VERSION/" \
 		packaging/debian/control.in >"$deb/DEBIAN/control"
 	(cd "$deb" && find etc -type f | sed 's|^|/|' | sort) >"$deb/DEBIAN/conffiles"
 	install -D -m 644 packaging/debian/lintian-overrides "$deb/usr/share/lintian/overrides/lmd"
@@ -154,10 +164,103 @@ build_rpm() {
 	rpmbuild -bb --quiet packaging/rpm/lmd.spec \
 		--define "_topdir $top" --define "_rpmdir $top/out" --define "_build_name_fmt %%{NAME}-%%{VERSION}.%%{ARCH}.rpm" \
 		--define "lmd_version ${VERSION//-/_}" --define "lmd_stage $STAGE" --define "lmd_completion $completion" \
+		--define "lmd_llama_version $LLAMA_VERSION" \
 		--define "packager $MAINTAINER" --define "_buildhost lmd-build" --define "use_source_date_epoch_as_buildtime 1" \
 		--define "clamp_mtime_to_source_date_epoch 1" \
 		--define "lmd_changelog_date $(LC_ALL=C date -u -d "@$SOURCE_DATE_EPOCH" '+%a %b %d %Y')" >&2
 	mv "$top/out/lmd-${VERSION//-/_}.x86_64.rpm" "$out"
+	rm -rf "$top"
+}
+
+# --- the GPU packages ----------------------------------------------------------------------------
+# lmd-cuda and lmd-vulkan carry node-llama-cpp's prebuilt packages for their backend, as published,
+# in /usr/lib/lmd/gpu/<npm name>/, which the lmd package does not ship: upgrading or reinstalling
+# lmd leaves them alone. Each package also owns a relative link to it at
+# /usr/lib/lmd/node_modules/@node-llama-cpp/<npm name>, where node-llama-cpp resolves its prebuilt
+# binaries (`import("@node-llama-cpp/linux-x64-cuda")` from its own directory), so no NODE_PATH or
+# environment is needed. node-llama-cpp uses them only when their version equals its own: each GPU
+# package depends on the lmd that bundles that node-llama-cpp (the virtual lmd-node-llama-cpp).
+
+# node-llama-cpp's npm packages for a backend; the first holds the addon.
+gpu_npm_packages() {
+	case $1 in
+		cuda) echo "linux-x64-cuda linux-x64-cuda-ext" ;; # -ext: a second libggml-cuda.so, built for CUDA 12 (the first is CUDA 13's)
+		vulkan) echo "linux-x64-vulkan" ;;
+		*) echo "package: unknown GPU backend '$1'" >&2; exit 2 ;;
+	esac
+}
+
+gpu_summary() {
+	case $1 in
+		cuda) echo "NVIDIA CUDA backend for lmd" ;;
+		vulkan) echo "Vulkan GPU backend for lmd" ;;
+	esac
+}
+
+# The backend's npm packages, installed once per node-llama-cpp version; prints their node_modules.
+gpu_modules() {
+	local backend=$1 dir=$CACHE/gpu-$1-$LLAMA_VERSION pkg specs=()
+	if [ ! -f "$dir/installed" ]; then
+		log "installing node-llama-cpp's $backend binaries ($LLAMA_VERSION)"
+		rm -rf "$dir" && mkdir -p "$dir"
+		for pkg in $(gpu_npm_packages "$backend"); do specs+=("@node-llama-cpp/$pkg@$LLAMA_VERSION"); done
+		printf '{ "name": "lmd-%s-binaries", "private": true }\n' "$backend" >"$dir/package.json"
+		(cd "$dir" && npm install --silent --no-save --no-audit --no-fund --prefer-offline --ignore-scripts "${specs[@]}" >&2)
+		touch "$dir/installed"
+	fi
+	echo "$dir/node_modules"
+}
+
+stage_gpu() {
+	local backend=$1 st=$WORK/stage-$1 modules pkg doc
+	modules=$(gpu_modules "$backend")
+	log "staging lmd-$backend $VERSION"
+	rm -rf "$st" && mkdir -p "$st/usr/lib/lmd/gpu" "$st/usr/lib/lmd/node_modules/@node-llama-cpp"
+	for pkg in $(gpu_npm_packages "$backend"); do
+		[ -f "$modules/@node-llama-cpp/$pkg/package.json" ] || { echo "package: @node-llama-cpp/$pkg is missing from $modules" >&2; exit 1; }
+		cp -a "$modules/@node-llama-cpp/$pkg" "$st/usr/lib/lmd/gpu/$pkg"
+		ln -s "../../gpu/$pkg" "$st/usr/lib/lmd/node_modules/@node-llama-cpp/$pkg"
+	done
+	prune "$st/usr/lib/lmd/gpu"
+	doc=$st/usr/share/doc/lmd-$backend
+	install -d "$doc"
+	install -m 644 packaging/debian/copyright "$doc/copyright"
+	printf 'lmd-%s (%s) unstable; urgency=medium\n\n  * Release %s, with node-llama-cpp %s.\n\n -- %s  %s\n' "$backend" "$VERSION" "$VERSION" "$LLAMA_VERSION" "$MAINTAINER" \
+		"$(date -u -R -d "@$SOURCE_DATE_EPOCH")" | gzip -9n >"$doc/changelog.gz"
+	chmod -R u+rwX,go+rX,go-w "$st"
+	find "$st" -newermt "@$SOURCE_DATE_EPOCH" -print0 | xargs -0r touch --no-dereference -d "@$SOURCE_DATE_EPOCH"
+}
+
+build_gpu_deb() {
+	local backend=$1 st=$WORK/stage-$1 deb=$WORK/deb-$1 out=$OUT/lmd-$1_${VERSION}_amd64.deb size
+	log "building $out"
+	rm -rf "$deb" && cp -al "$st" "$deb" && mkdir -p "$deb/DEBIAN"
+	size=$(du -sk --exclude=DEBIAN "$deb" | cut -f1)
+	sed -e "s/@BACKEND@/$backend/g" -e "s/@VERSION@/$VERSION/" -e "s/@MAINTAINER@/$MAINTAINER/" -e "s/@INSTALLED_SIZE@/$size/" \
+		-e "s/@LLAMA_VERSION@/$LLAMA_VERSION/" -e "s/@SUMMARY@/$(gpu_summary "$backend")/" packaging/debian/gpu-control.in |
+		sed -n "/^#/d; /^@ONLY:/!p; s/^@ONLY:$backend://p" >"$deb/DEBIAN/control"
+	install -D -m 644 "packaging/debian/lmd-$backend.lintian-overrides" "$deb/usr/share/lintian/overrides/lmd-$backend"
+	install -m 755 packaging/debian/gpu-postinst "$deb/DEBIAN/postinst"
+	install -m 755 packaging/debian/gpu-postrm "$deb/DEBIAN/postrm"
+	(cd "$deb" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$deb/DEBIAN/md5sums"
+	chmod 644 "$deb/DEBIAN/control" "$deb/DEBIAN/md5sums"
+	dpkg-deb --root-owner-group -Zzstd "-z$GPU_ZSTD_LEVEL" --build "$deb" "$out" >&2
+	rm -rf "$deb"
+}
+
+build_gpu_rpm() {
+	local backend=$1 top=$WORK/rpm-$1 out=$OUT/lmd-$1-${VERSION}.x86_64.rpm
+	log "building $out"
+	rm -rf "$top" && mkdir -p "$top"
+	rpmbuild -bb --quiet packaging/rpm/lmd-gpu.spec \
+		--define "_topdir $top" --define "_rpmdir $top/out" --define "_build_name_fmt %%{NAME}-%%{VERSION}.%%{ARCH}.rpm" \
+		--define "lmd_backend $backend" --define "lmd_summary $(gpu_summary "$backend")" \
+		--define "lmd_version ${VERSION//-/_}" --define "lmd_stage $WORK/stage-$backend" --define "lmd_llama_version $LLAMA_VERSION" \
+		--define "_binary_payload w${GPU_ZSTD_LEVEL}T.zstdio" \
+		--define "packager $MAINTAINER" --define "_buildhost lmd-build" --define "use_source_date_epoch_as_buildtime 1" \
+		--define "clamp_mtime_to_source_date_epoch 1" \
+		--define "lmd_changelog_date $(LC_ALL=C date -u -d "@$SOURCE_DATE_EPOCH" '+%a %b %d %Y')" >&2
+	mv "$top/out/lmd-$backend-${VERSION//-/_}.x86_64.rpm" "$out"
 	rm -rf "$top"
 }
 
@@ -168,5 +271,15 @@ for format in $FORMATS; do
 		rpm) build_rpm ;;
 		*) echo "package: unknown format '$format'" >&2; exit 2 ;;
 	esac
+done
+for backend in $BACKENDS; do
+	stage_gpu "$backend"
+	for format in $FORMATS; do
+		case $format in
+			deb) build_gpu_deb "$backend" ;;
+			rpm) build_gpu_rpm "$backend" ;;
+		esac
+	done
+	rm -rf "$WORK/stage-$backend"
 done
 ls -l "$OUT" >&2

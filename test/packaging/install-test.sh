@@ -4,6 +4,9 @@
 #
 #   install-test.sh deb PACKAGE.deb    install, start, generate, stop, log, upgrade, purge, policy-rc.d
 #   install-test.sh rpm PACKAGE.rpm    rpm -qpl/--scripts, rpm --root into a fresh root, boot, start, stop
+#   install-test.sh gpu LMD.deb CUDA.deb VULKAN.deb   the GPU packages beside lmd on a host without a GPU:
+#                                      installed, linked where node-llama-cpp looks, the fallback logged, kept by an upgrade
+#   install-test.sh gpu-rpm LMD.rpm CUDA.rpm VULKAN.rpm   the same packages as rpms: rpm --root, reinstall of lmd, erase order
 #   install-test.sh repack IN.deb OUT.deb VERSION [broken]   a newer build of IN (or one with a broken unit)
 #   install-test.sh cleanup            stop and remove whatever a killed run left behind
 #
@@ -296,6 +299,148 @@ check_policy_rc_d() {
 	[ "$(cx systemctl is-enabled lmd.service)" = enabled ] || fail "lmd.service should still be enabled"
 }
 
+# --- the GPU packages ----------------------------------------------------------------------------
+GPU_NPM="linux-x64-cuda linux-x64-cuda-ext linux-x64-vulkan"
+
+# check_gpu_files OWNER_QUERY: each backend's npm package is in /usr/lib/lmd/gpu, owned by its GPU
+# package, linked from node_modules/@node-llama-cpp; node-llama-cpp's own resolution finds it there;
+# the lmd package ships none of them.
+check_gpu_files() {
+	local pkg owner bins
+	for pkg in $GPU_NPM; do
+		cx test -L "/usr/lib/lmd/node_modules/@node-llama-cpp/$pkg" || fail "no link /usr/lib/lmd/node_modules/@node-llama-cpp/$pkg" || return 1
+		cx test -f "/usr/lib/lmd/node_modules/@node-llama-cpp/$pkg/package.json" || fail "the link for $pkg resolves to nothing" || return 1
+		owner=$($1 "/usr/lib/lmd/gpu/$pkg/package.json") || return 1
+		echo "$pkg: $owner"
+		case $pkg in *cuda*) grep -q '^lmd-cuda' <<<"$owner" ;; *) grep -q '^lmd-vulkan' <<<"$owner" ;; esac || fail "$pkg is not owned by its GPU package" || return 1
+	done
+	# As node-llama-cpp resolves them: a bare import from its own directory.
+	bins=$(cx sh -c 'cd /usr/lib/lmd/node_modules/node-llama-cpp && /usr/lib/lmd/bin/node --input-type=module -e "for (const p of [\"cuda\", \"cuda-ext\", \"vulkan\"]) console.log((await import(\"@node-llama-cpp/linux-x64-\" + p)).getBinsDir().binsDir)"') || return 1
+	echo "$bins"
+	[ "$bins" = "$(printf '/usr/lib/lmd/gpu/%s/bins\n' $GPU_NPM)" ] || fail "node-llama-cpp does not resolve the packaged binaries" || return 1
+	cx test -f /usr/lib/lmd/gpu/linux-x64-cuda/bins/linux-x64-cuda/llama-addon.node || fail "no CUDA addon" || return 1
+	cx test -f /usr/lib/lmd/gpu/linux-x64-vulkan/bins/linux-x64-vulkan/llama-addon.node || fail "no Vulkan addon"
+}
+
+deb_owner() { cx dpkg -S "$1"; }
+check_deb_gpu_files() {
+	check_gpu_files deb_owner || return 1
+	if cx dpkg -L lmd | grep -E '@node-llama-cpp/linux-(x64-(cuda|vulkan)|arm)'; then fail "the lmd package ships GPU or arm binaries"; return 1; fi
+	echo "lmd ships no GPU binaries"
+}
+
+# journal_text PRIORITY TEXT [PID]: a line of lmd's journal at PRIORITY or more urgent contains TEXT.
+# While the daemon writes every line at priority 6 (JSON on stdout), its JSON "level" (pino's: 40
+# warning, 30 info) stands for the priority.
+journal_text() {
+	local prio=$1 text=$2 pid=${3:-} i filter=() level
+	[ -n "$pid" ] && filter=("_PID=$pid")
+	case $prio in warning) level=40 ;; info) level=30 ;; esac
+	for i in $(seq 1 40); do # the probe and journald may lag a moment behind the start
+		if cx journalctl -u lmd.service -p "$prio" -o cat --no-pager "${filter[@]}" | grep -F -- "$text"; then
+			return 0
+		fi
+		if ! cx journalctl -u lmd.service -o export --no-pager | grep -q '^PRIORITY=[0-5]$' &&
+			cx journalctl -u lmd.service -o cat --no-pager "${filter[@]}" | grep -F -- "$text" | grep -E "\"level\":($level|[5-6]0)[,}]"; then
+			echo "(at JSON level $level or above: this build writes no journal priorities)"
+			return 0
+		fi
+		sleep 0.25
+	done
+	cx journalctl -u lmd.service -o cat --no-pager -n 30
+	fail "no journal line at priority $prio with: $text"
+}
+
+check_gpu_fallback() {
+	journal_text info "llama.cpp backend: cpu" "${1:-}" &&
+		journal_text warning "lmd-cuda is installed but not used: the NVIDIA driver is not installed (no libcuda.so.1" "${1:-}" &&
+		journal_text warning "lmd-vulkan is installed but not used: the Vulkan loader is not installed (no libvulkan.so.1" "${1:-}"
+}
+
+check_cpu_ps() {
+	local body
+	body=$(api "http://127.0.0.1:$PORT/api/ps") || return 1
+	echo "$body"
+	cx /usr/lib/lmd/bin/node -e 'const m = JSON.parse(process.argv[1]).models; if (m.length !== 1 || m[0].size_vram !== 0 || !(m[0].size > 0)) process.exit(1)' "$body" ||
+		fail "expected the demo model loaded, none of it in VRAM"
+}
+
+# upgrade NEWDEB NEWVERSION: lmd is upgraded alone; the GPU packages stay installed and configured,
+# their files and links in place, and the restarted daemon finds them again.
+check_gpu_upgrade() {
+	local main
+	cp "$1" "$WORK/$NAME/merged/root/lmd-new.deb" || return 1
+	cx dpkg -i /root/lmd-new.deb </dev/null || return 1
+	wait_api && check_version "$2" || return 1
+	cx dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\n' lmd lmd-cuda lmd-vulkan || return 1
+	[ "$(cx dpkg-query -W -f '${db:Status-Abbrev}' lmd-cuda)" = "ii " ] && [ "$(cx dpkg-query -W -f '${db:Status-Abbrev}' lmd-vulkan)" = "ii " ] ||
+		fail "a GPU package is no longer installed and configured" || return 1
+	check_deb_gpu_files || return 1
+	main=$(cx systemctl show -P MainPID lmd.service)
+	check_gpu_fallback "$main"
+}
+
+scenario_gpu() {
+	local deb=$1 cuda=$2 vulkan=$3 version newversion newdeb
+	for f in "$deb" "$cuda" "$vulkan"; do [ -f "$f" ] || { echo "Bail out! no such package: $f"; exit 1; }; done
+	version=$(deb_version "$deb")
+	echo "TAP version 14"
+	echo "# gpu scenario: $(basename "$deb") $(basename "$cuda") $(basename "$vulkan")"
+	step "Debian 12 root (mmdebstrap)" base_root
+	step "booted a fresh container under systemd-nspawn" eval 'make_root gpu && boot'
+	step "dpkg -i installs lmd, lmd-cuda and lmd-vulkan together" eval 'cp "$deb" "$WORK/$NAME/merged/root/lmd.deb" && cp "$cuda" "$WORK/$NAME/merged/root/lmd-cuda.deb" && cp "$vulkan" "$WORK/$NAME/merged/root/lmd-vulkan.deb" && cx dpkg -i /root/lmd.deb /root/lmd-cuda.deb /root/lmd-vulkan.deb </dev/null'
+	step "the GPU binaries are in /usr/lib/lmd/gpu, where node-llama-cpp resolves them; lmd ships none" check_deb_gpu_files
+	step "lmd.service is enabled and active; the API answers" wait_api
+	step "POST /api/generate is served on the CPU" check_generate
+	step "/api/ps: the demo model, nothing in VRAM" check_cpu_ps
+	step "the journal: backend cpu, a warning with the reason for each GPU package" check_gpu_fallback
+	newversion="$version+it1"
+	newdeb=$WORK/lmd-gpu-upgrade.deb
+	step "a newer build of lmd ($newversion)" repack "$deb" "$newdeb" "$newversion"
+	step "upgrading lmd keeps lmd-cuda and lmd-vulkan; the restarted daemon finds them" check_gpu_upgrade "$newdeb" "$newversion"
+	step "container stopped and removed" teardown gpu
+	rm -f "$newdeb"
+	echo "1..$N"
+}
+
+rpm_owner() { rpm --root "$WORK/$NAME/merged" --dbpath /var/lib/rpm -qf "$1"; }
+
+# The rpms, without booting: installed into a fresh root together, lmd reinstalled (the GPU
+# packages' files stay), lmd not erasable while a GPU package needs it.
+scenario_gpu_rpm() {
+	local rpm=$1 cuda=$2 vulkan=$3 root
+	echo "TAP version 14"
+	echo "# gpu-rpm scenario: $(basename "$rpm") $(basename "$cuda") $(basename "$vulkan")"
+	step "rpm -qp --provides/--requires: the GPU packages need the lmd with their node-llama-cpp" check_rpm_gpu_deps "$rpm" "$cuda" "$vulkan"
+	step "Debian 12 root (mmdebstrap)" base_root
+	step "rpm --root installs lmd, lmd-cuda and lmd-vulkan into a fresh root" eval 'make_root gpu-rpm && rpm --root "$WORK/$NAME/merged" --dbpath /var/lib/rpm --initdb && rpm --root "$WORK/$NAME/merged" --dbpath /var/lib/rpm --nodeps -i "$rpm" && rpm --root "$WORK/$NAME/merged" --dbpath /var/lib/rpm -i "$cuda" "$vulkan"'
+	step "booted it under systemd-nspawn" boot
+	step "the GPU binaries are in /usr/lib/lmd/gpu, where node-llama-cpp resolves them" check_gpu_files rpm_owner
+	step "rpm -U --replacepkgs of lmd keeps the GPU packages' files" eval 'rpm --root "$WORK/$NAME/merged" --dbpath /var/lib/rpm --nodeps -U --replacepkgs "$rpm" && check_gpu_files rpm_owner'
+	step "rpm -e lmd is refused while lmd-cuda needs it" check_rpm_erase_order
+	step "container stopped and removed" teardown gpu-rpm
+	echo "1..$N"
+}
+
+check_rpm_gpu_deps() {
+	local llama provides
+	provides=$(rpm -qp --provides "$1") || return 1
+	llama=$(sed -n 's/^lmd(node-llama-cpp) = //p' <<<"$provides")
+	[ -n "$llama" ] || fail "lmd provides no lmd(node-llama-cpp): $provides" || return 1
+	echo "lmd provides lmd(node-llama-cpp) = $llama"
+	rpm -qp --requires "$2" | grep -qx "lmd(node-llama-cpp) = $llama" && rpm -qp --requires "$3" | grep -qx "lmd(node-llama-cpp) = $llama" ||
+		fail "a GPU package does not require lmd(node-llama-cpp) = $llama" || return 1
+	if rpm -qpl "$1" | grep -E '@node-llama-cpp/linux-(x64-(cuda|vulkan)|arm)'; then fail "the lmd rpm ships GPU or arm binaries"; return 1; fi
+	echo "lmd ships no GPU binaries"
+}
+
+check_rpm_erase_order() {
+	local out
+	if out=$(rpm --root "$WORK/$NAME/merged" --dbpath /var/lib/rpm -e --test lmd 2>&1); then fail "rpm -e lmd would succeed: $out"; return 1; fi
+	echo "$out"
+	grep -q 'needed by.*lmd-cuda' <<<"$out" || fail "not refused for lmd-cuda"
+}
+
 # --- scenarios -----------------------------------------------------------------------------------
 deb_version() { dpkg-deb -f "$1" Version; }
 
@@ -398,7 +543,9 @@ mkdir -p "$WORK"
 case ${1:-} in
 	deb) scenario_deb "$2" ;;
 	rpm) scenario_rpm "$2" ;;
+	gpu) scenario_gpu "$2" "$3" "$4" ;;
+	gpu-rpm) scenario_gpu_rpm "$2" "$3" "$4" ;;
 	repack) repack "$2" "$3" "$4" "${5:-}" ;;
 	cleanup) cleanup ;;
-	*) echo "usage: $0 deb PACKAGE.deb | rpm PACKAGE.rpm | repack IN OUT VERSION [broken] | cleanup" >&2; exit 2 ;;
+	*) echo "usage: $0 deb PACKAGE.deb | rpm PACKAGE.rpm | gpu LMD.deb CUDA.deb VULKAN.deb | gpu-rpm LMD.rpm CUDA.rpm VULKAN.rpm | repack IN OUT VERSION [broken] | cleanup" >&2; exit 2 ;;
 esac

@@ -5,10 +5,10 @@
  */
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import t from "tap";
-import { DEB, ensurePackages, INSTALL_TEST, packagingAvailable, RPM, runInstallTest, WORK } from "./packages.js";
+import { DEB, ensurePackages, GPU_DEBS, GPU_RPMS, INSTALL_TEST, packagingAvailable, RPM, runInstallTest, WORK } from "./packages.js";
 
-// mmdebstrap (about a minute, once) + building the packages when absent + three containers.
-t.setTimeout(20 * 60_000);
+// mmdebstrap (about a minute, once) + building the packages when absent + five containers.
+t.setTimeout(30 * 60_000);
 
 const TOOLS = ["mmdebstrap", "systemd-nspawn", "nsenter", "mountpoint", "dpkg-deb", "rpm", "rpmbuild", "npm"];
 
@@ -24,6 +24,14 @@ if (packagingAvailable(t, TOOLS) && ensurePackages(t)) {
 
   t.test("the .rpm: contents, scriptlets, rpm --root install, start, stop", (t) =>
     t.spawn("bash", [INSTALL_TEST, "rpm", RPM], { timeout: 5 * 60_000 }, "install-test.sh rpm"),
+  );
+
+  t.test("lmd-cuda and lmd-vulkan beside lmd, on a host without a GPU: CPU, the fallback logged, kept by an upgrade", (t) =>
+    t.spawn("bash", [INSTALL_TEST, "gpu", DEB, GPU_DEBS.cuda, GPU_DEBS.vulkan], { timeout: 8 * 60_000 }, "install-test.sh gpu"),
+  );
+
+  t.test("lmd-cuda and lmd-vulkan as rpms: rpm --root beside lmd, kept by a reinstall of lmd, erase order", (t) =>
+    t.spawn("bash", [INSTALL_TEST, "gpu-rpm", RPM, GPU_RPMS.cuda, GPU_RPMS.vulkan], { timeout: 5 * 60_000 }, "install-test.sh gpu-rpm"),
   );
 
   t.test("the install test fails on a package whose unit is broken, and cleans up", async (t) => {

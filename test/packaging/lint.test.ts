@@ -6,7 +6,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import t from "tap";
-import { DEB, ensurePackages, packagingAvailable, REPO, RPM } from "./packages.js";
+import { DEB, ensurePackages, GPU_DEBS, GPU_RPMS, packagingAvailable, REPO, RPM } from "./packages.js";
 
 t.setTimeout(10 * 60_000);
 
@@ -30,6 +30,21 @@ if (packagingAvailable(t, ["lintian", "rpmlint", "systemd-analyze", "dpkg-deb", 
     const findings = r.out.split("\n").filter((l) => /^[EWX]: /.test(l));
     t.same(findings, [], "no E:/W: lines");
     t.equal(r.status, 0, "lintian exits 0", { output: r.out.slice(-3000) });
+  });
+
+  for (const [backend, deb] of Object.entries(GPU_DEBS)) {
+    t.test(`lintian lmd-${backend}: no errors or warnings (overrides each give a reason)`, async (t) => {
+      const r = run("lintian", ["--fail-on", "error,warning", "--no-tag-display-limit", deb]);
+      t.same(r.out.split("\n").filter((l) => /^[EWX]: /.test(l)), [], "no E:/W: lines");
+      t.equal(r.status, 0, "lintian exits 0", { output: r.out.slice(-3000) });
+    });
+  }
+
+  t.test("rpmlint lmd-cuda and lmd-vulkan: nothing left after packaging/rpm/lmd-gpu.rpmlintrc", async (t) => {
+    const r = run("rpmlint", ["-r", "packaging/rpm/lmd-gpu.rpmlintrc", ...Object.values(GPU_RPMS)]);
+    t.match(r.out, / 0 errors, 0 warnings/, "0 errors, 0 warnings", { output: r.out.slice(-3000) });
+    t.notMatch(r.out, /unused-rpmlintrc-filter/, "every filter still matches something");
+    t.equal(r.status, 0, "rpmlint exits 0");
   });
 
   t.test("rpmlint: nothing left after packaging/rpm/lmd.rpmlintrc", async (t) => {
