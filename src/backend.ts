@@ -142,15 +142,15 @@ export interface BackendReport {
  * backend in use, warning for each GPU package that is installed and not used (with the reason),
  * error when SERVICE_GPU insists on a backend that cannot work (model loads will fail).
  */
-export async function reportBackend(mode: GpuMode, log: Logger, host: HostFacts = realHost()): Promise<BackendReport> {
-  const report = await findBackend(mode, host);
+export async function reportBackend(mode: GpuMode, log: Logger, host: HostFacts = realHost(), nodeModules?: string): Promise<BackendReport> {
+  const report = await findBackend(mode, host, nodeModules);
   logReport(mode, report, log);
   return report;
 }
 
-export async function findBackend(mode: GpuMode, host: HostFacts = realHost()): Promise<BackendReport> {
+export async function findBackend(mode: GpuMode, host: HostFacts = realHost(), nodeModules = nodeModulesDir()): Promise<BackendReport> {
   if (mode === false) return { backend: "cpu", devices: [], vramBytes: 0, unused: [] };
-  const { llamaVersion, installed } = installedBackends();
+  const { llamaVersion, installed } = installedBackends(nodeModules);
   const unused: BackendReport["unused"] = [];
   const candidates: InstalledBackend[] = [];
   for (const b of installed) {
@@ -197,7 +197,7 @@ function runProbe(mode: GpuMode, candidates: GpuBackend[], timeoutMs = 120_000):
   });
 }
 
-function logReport(mode: GpuMode, r: BackendReport, log: Logger): void {
+export function logReport(mode: GpuMode, r: BackendReport, log: Logger): void {
   const gpu = r.backend !== "cpu";
   log.info(
     { backend: r.backend, gpu: mode === false ? "false" : mode, ...(gpu ? { devices: r.devices, vram: formatBytes(r.vramBytes) } : {}) },
