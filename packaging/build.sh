@@ -10,8 +10,8 @@
 #   LMD_PKG_SKIP_BUILD=1   do not run `npm run build` (dist/src must exist)
 #   LMD_PKG_FORMATS   "deb rpm" (default), or one of them
 #   LMD_PKG_BACKENDS  GPU packages to build: "cuda vulkan" (default), one of them, or "" for none
-#   LMD_PKG_FAST=1    compress the GPU packages at zstd's fastest level (tests: their payload is
-#                     ~0.6 GB of mostly incompressible GPU code)
+#   LMD_PKG_FAST=1    compress the GPU packages at the fastest level (tests: their payload is
+#                     ~0.6 GB of GPU code that compresses poorly)
 #   LMD_MAINTAINER    the Maintainer/Packager field
 set -euo pipefail
 
@@ -23,10 +23,11 @@ LLAMA_VERSION=$(node -p 'require("./package.json").dependencies["node-llama-cpp"
 VERSION=${LMD_PKG_VERSION:-$(node -p 'require("./package.json").version')}
 FORMATS=${LMD_PKG_FORMATS:-deb rpm}
 BACKENDS=${LMD_PKG_BACKENDS-cuda vulkan}
-# zstd level of the GPU packages' payload: their libraries are compressed GPU code, which level 19
-# shrinks by a fifth at a hundred times level 3's time.
-GPU_ZSTD_LEVEL=3
-[ "${LMD_PKG_FAST:-}" = 1 ] && GPU_ZSTD_LEVEL=1
+# Compression of the GPU packages' payload (gzip for the .deb: lintian and older dpkg refuse zstd;
+# zstd for the .rpm, as lmd's): their libraries are mostly compressed GPU code, which the slow
+# levels shrink little more for many times the time.
+GPU_GZIP_LEVEL=6 GPU_ZSTD_LEVEL=3
+[ "${LMD_PKG_FAST:-}" = 1 ] && GPU_GZIP_LEVEL=1 GPU_ZSTD_LEVEL=1
 MAINTAINER=${LMD_MAINTAINER:-lmd maintainers <maintainers@lmd.example.org>}
 OUT=$ROOT/dist/packages
 WORK=$ROOT/dist/packaging
@@ -244,7 +245,7 @@ build_gpu_deb() {
 	install -m 755 packaging/debian/gpu-postrm "$deb/DEBIAN/postrm"
 	(cd "$deb" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$deb/DEBIAN/md5sums"
 	chmod 644 "$deb/DEBIAN/control" "$deb/DEBIAN/md5sums"
-	dpkg-deb --root-owner-group -Zzstd "-z$GPU_ZSTD_LEVEL" --build "$deb" "$out" >&2
+	dpkg-deb --root-owner-group -Zgzip "-z$GPU_GZIP_LEVEL" --build "$deb" "$out" >&2
 	rm -rf "$deb"
 }
 
