@@ -50,6 +50,7 @@ t.test("every variable has its documented default", async (t) => {
   t.equal(c.renderTimeoutMs, 10_000);
   t.equal(c.threads, undefined, "threads are chosen per load unless set");
   t.equal(c.gpu, "auto");
+  t.equal(c.gpuOverheadBytes, 0, "no VRAM reserved");
   t.equal(c.modelsConfig, undefined);
   t.equal(c.truncate, true, "prompts over the context are truncated unless told otherwise");
   t.equal(c.streamIntervalMs, 10, "a stream's tokens are gathered for 10 ms");
@@ -62,7 +63,7 @@ t.test("every variable has its documented default", async (t) => {
   t.equal(c.maxUnreferencedBlobBytes, 64 * 1024 ** 3, "SERVICE_MAX_UNREFERENCED_BLOBS: 64 GiB");
   t.ok(Object.isFrozen(c), "config is frozen");
   t.same(Object.keys(VARIABLES).sort(), [
-    "SERVICE_ALLOWED_HOSTS", "SERVICE_CACHE_DIR", "SERVICE_CACHE_MAX", "SERVICE_CACHE_MIN_TOKENS", "SERVICE_CONTEXT_LENGTH", "SERVICE_FLASH_ATTENTION", "SERVICE_GPU", "SERVICE_HOST", "SERVICE_KEEP_ALIVE", "SERVICE_KV_CACHE_TYPE", "SERVICE_LOAD_TIMEOUT",
+    "SERVICE_ALLOWED_HOSTS", "SERVICE_CACHE_DIR", "SERVICE_CACHE_MAX", "SERVICE_CACHE_MIN_TOKENS", "SERVICE_CONTEXT_LENGTH", "SERVICE_FLASH_ATTENTION", "SERVICE_GPU", "SERVICE_GPU_OVERHEAD", "SERVICE_HOST", "SERVICE_KEEP_ALIVE", "SERVICE_KV_CACHE_TYPE", "SERVICE_LOAD_TIMEOUT",
     "SERVICE_LOG_DIR", "SERVICE_LOG_LEVEL", "SERVICE_MAX_BODY", "SERVICE_MAX_LOADED_MODELS", "SERVICE_MAX_PREDICT", "SERVICE_MAX_QUEUE", "SERVICE_MAX_UNREFERENCED_BLOBS", "SERVICE_MODELS",
     "SERVICE_MODELS_CONFIG", "SERVICE_NUM_PARALLEL", "SERVICE_ORIGINS", "SERVICE_REGISTRY_AUTH", "SERVICE_REGISTRY_CA", "SERVICE_REGISTRY_MIRRORS", "SERVICE_RENDER_TIMEOUT", "SERVICE_SHUTDOWN_TIMEOUT", "SERVICE_STREAM_INTERVAL", "SERVICE_THREADS",
     "SERVICE_TRUNCATE", "SERVICE_WRITE_TIMEOUT",
