@@ -413,13 +413,27 @@ scenario_gpu_rpm() {
 	echo "# gpu-rpm scenario: $(basename "$rpm") $(basename "$cuda") $(basename "$vulkan")"
 	step "rpm -qp --provides/--requires: the GPU packages need the lmd with their node-llama-cpp" check_rpm_gpu_deps "$rpm" "$cuda" "$vulkan"
 	step "Debian 12 root (mmdebstrap)" base_root
-	step "rpm --root installs lmd, lmd-cuda and lmd-vulkan into a fresh root" eval 'make_root gpu-rpm && rpm --root "$WORK/$NAME/merged" --dbpath /var/lib/rpm --initdb && rpm --root "$WORK/$NAME/merged" --dbpath /var/lib/rpm --nodeps -i "$rpm" && rpm --root "$WORK/$NAME/merged" --dbpath /var/lib/rpm -i "$cuda" "$vulkan"'
+	step "rpm --root installs lmd, then lmd-cuda and lmd-vulkan (their lmd requirement met) into a fresh root" eval 'make_root gpu-rpm && rpm_gpu_install "$rpm" "$cuda" "$vulkan"'
 	step "booted it under systemd-nspawn" boot
 	step "the GPU binaries are in /usr/lib/lmd/gpu, where node-llama-cpp resolves them" check_gpu_files rpm_owner
 	step "rpm -U --replacepkgs of lmd keeps the GPU packages' files" eval 'rpm --root "$WORK/$NAME/merged" --dbpath /var/lib/rpm --nodeps -U --replacepkgs "$rpm" && check_gpu_files rpm_owner'
 	step "rpm -e lmd is refused while lmd-cuda needs it" check_rpm_erase_order
 	step "container stopped and removed" teardown gpu-rpm
 	echo "1..$N"
+}
+
+# Dependencies on the base system (glibc, /bin/sh) are Debian packages here, unknown to rpm's
+# database: rpm's own check must then name only those, never lmd(node-llama-cpp).
+rpm_gpu_install() {
+	local root=$WORK/$NAME/merged out
+	rpm --root "$root" --dbpath /var/lib/rpm --initdb || return 1
+	out=$(rpm --root "$root" --dbpath /var/lib/rpm -i --test "$2" "$3" 2>&1) && fail "installed without lmd: $out" && return 1
+	grep -q 'lmd(node-llama-cpp) = .* is needed by lmd-cuda' <<<"$out" || fail "without lmd, rpm does not ask for it: $out" || return 1
+	echo "without lmd: $(grep -c 'is needed' <<<"$out") unmet, lmd(node-llama-cpp) among them"
+	rpm --root "$root" --dbpath /var/lib/rpm --nodeps -i "$1" || return 1
+	out=$(rpm --root "$root" --dbpath /var/lib/rpm -i --test "$2" "$3" 2>&1)
+	if grep -F 'lmd(node-llama-cpp)' <<<"$out"; then fail "lmd is installed, yet rpm asks for it"; return 1; fi
+	rpm --root "$root" --dbpath /var/lib/rpm --nodeps -i "$2" "$3"
 }
 
 check_rpm_gpu_deps() {
