@@ -101,3 +101,20 @@ t.test("SERVICE_GPU=cuda that cannot work is an error: model loads will fail", a
   await reportBackend("vulkan", missing.log, noGpu, tree("3.22.1", undefined, undefined));
   t.match(missing.lines[1], { level: 50, msg: "SERVICE_GPU is vulkan, but the vulkan backend cannot be used: the vulkan binaries are not installed (@node-llama-cpp/linux-x64-vulkan; package lmd-vulkan); model loads will fail" });
 });
+
+t.test("when the files say a backend may work, the probe process names what the dynamic linker refused", async (t) => {
+  // This host has node-llama-cpp's GPU packages (npm's optional dependencies) and no GPU: told that
+  // the driver and loader are there, the real probe runs, falls back to the CPU and loads each
+  // backend's library to say why.
+  const present = installedBackends().installed.map((b) => b.backend);
+  if (present.length < 2) return t.skip(`needs node-llama-cpp's CUDA and Vulkan packages in node_modules (found: ${present.join(", ") || "none"})`);
+  const { lines, log } = capture();
+  const report = await reportBackend("auto", log, { hasLibrary: () => true, hasDevice: () => true });
+  t.equal(report.backend, "cpu");
+  t.equal(report.error, undefined, "node-llama-cpp opened (on the CPU)");
+  const reasons = Object.fromEntries(report.unused.map((u) => [u.backend, u.reason]));
+  const notLoadable = (backend: string) => new RegExp(`^libggml-${backend}\\.so does not load: \\S+: cannot open shared object file|^its library loads, but the backend found no usable device$`);
+  t.match(reasons.cuda, notLoadable("cuda"), "cuda: the missing library, or no device");
+  t.match(reasons.vulkan, notLoadable("vulkan"), "vulkan: the missing library, or no device");
+  t.ok(lines.some((l) => l.level === 30 && l.msg.startsWith("the cuda binaries are installed but not used: ")), "logged (at info: npm installed them here)");
+});
