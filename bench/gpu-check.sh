@@ -11,7 +11,9 @@
 # node_modules (--lmd-dir, default: this checkout; run with the node on PATH). The GPU side is the
 # lmd-cuda package (--cuda-deb, default .gpu/lmd-cuda.deb), or its files already unpacked
 # (--cuda-root, default .gpu/root when it has usr/lib/lmd/gpu). Pieces of a split package are joined
-# first (.gpu/lmd-cuda.deb.part-* → .gpu/lmd-cuda.deb). The layout is the installed one:
+# first (.gpu/lmd-cuda.deb.part-* → .gpu/lmd-cuda.deb); a --cuda-root may hold only
+# usr/lib/lmd/gpu/linux-x64-cuda and its link (the CUDA 13 build, without the CUDA 12 -ext one).
+# The layout is the installed one:
 # <root>/usr/lib/lmd/{dist,node_modules,gpu}, the package's links in node_modules/@node-llama-cpp.
 #
 # The model: --model FILE.gguf, else scripts/make-model --preset (default bench-100m; needs this
@@ -110,9 +112,15 @@ else
 fi
 ls -l "$LIB/node_modules/@node-llama-cpp/"
 du -sh "$LIB/gpu"/* 2>/dev/null
-for pkg in linux-x64-cuda linux-x64-cuda-ext; do
-	[ -f "$LIB/node_modules/@node-llama-cpp/$pkg/package.json" ] && pass "$pkg linked where node-llama-cpp resolves it" || failed "$pkg not found through node_modules/@node-llama-cpp"
-done
+[ -f "$LIB/node_modules/@node-llama-cpp/linux-x64-cuda/package.json" ] && pass "linux-x64-cuda linked where node-llama-cpp resolves it" ||
+	failed "linux-x64-cuda not found through node_modules/@node-llama-cpp"
+# The -ext part (a second libggml-cuda.so, for CUDA 12) is used only when CUDA 13's runtime is
+# missing; a transfer may leave it out on a host with CUDA 13.
+[ -f "$LIB/node_modules/@node-llama-cpp/linux-x64-cuda-ext/package.json" ] && echo "linux-x64-cuda-ext: present" || echo "linux-x64-cuda-ext: absent (CUDA 13's build only)"
+# node-llama-cpp uses a prebuilt package only when its version is its own.
+"$NODE" -e 'const [a, b] = process.argv.slice(1).map((d) => require(d + "/package.json").version); console.log(`node-llama-cpp ${a}, linux-x64-cuda ${b}`); process.exit(a === b ? 0 : 1)' \
+	"$LIB/node_modules/node-llama-cpp" "$LIB/node_modules/@node-llama-cpp/linux-x64-cuda" && pass "versions match" || failed "versions differ"
+
 
 # CUDA's runtime: the host's, found by the dynamic linker or in /usr/local/cuda.
 if ! ldconfig -p | grep -qE 'libcudart\.so\.1[23] ' || ! ldconfig -p | grep -qE 'libcublas\.so\.1[23] '; then
