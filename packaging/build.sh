@@ -25,7 +25,7 @@ FORMATS=${LMD_PKG_FORMATS:-deb rpm}
 BACKENDS=${LMD_PKG_BACKENDS-cuda vulkan}
 # Compression of the GPU packages' payload (gzip for the .deb: lintian and older dpkg refuse zstd;
 # zstd for the .rpm, as lmd's): their libraries are mostly compressed GPU code, which the slow
-# levels shrink little more for many times the time.
+# levels shrink little more (zstd -19: 3 % below -3 on CUDA 13's library) for many times the time.
 GPU_GZIP_LEVEL=6 GPU_ZSTD_LEVEL=3
 [ "${LMD_PKG_FAST:-}" = 1 ] && GPU_GZIP_LEVEL=1 GPU_ZSTD_LEVEL=1
 MAINTAINER=${LMD_MAINTAINER:-lmd maintainers <maintainers@lmd.example.org>}
