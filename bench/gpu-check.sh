@@ -11,7 +11,7 @@
 # node_modules (--lmd-dir, default: this checkout; run with the node on PATH). The GPU side is the
 # lmd-cuda package (--cuda-deb, default .gpu/lmd-cuda.deb), or its files already unpacked
 # (--cuda-root, default .gpu/root when it has usr/lib/lmd/gpu). Pieces of a split package are joined
-# first (.gpu/lmd-cuda.deb.part-* → .gpu/lmd-cuda.deb); a --cuda-root may hold only
+# first (.gpu/lmd-cuda.deb.part-* → .gpu/lmd-cuda.deb, the same for --lmd-deb); a --cuda-root may hold only
 # usr/lib/lmd/gpu/linux-x64-cuda and its link (the CUDA 13 build, without the CUDA 12 -ext one).
 # The layout is the installed one:
 # <root>/usr/lib/lmd/{dist,node_modules,gpu}, the package's links in node_modules/@node-llama-cpp.
@@ -84,6 +84,7 @@ rm -rf "$WORK" && mkdir -p "$ROOT"
 
 say "the CPU side"
 if [ -n "$LMD_DEB" ]; then
+	if [ ! -f "$LMD_DEB" ] && compgen -G "$LMD_DEB.part-*" >/dev/null; then cat "$LMD_DEB".part-* >"$LMD_DEB"; fi
 	unpack_deb "$LMD_DEB" "$ROOT" || { echo "gpu-check: cannot unpack $LMD_DEB" >&2; exit 2; }
 	NODE=$LIB/bin/node
 else
