@@ -3,11 +3,11 @@
 # dpkg-deb -x beside lmd's, serve a generation with every layer on the GPU, and the daemon says so.
 #
 #   bench/gpu-check.sh [--cuda-deb .gpu/lmd-cuda.deb | --cuda-root .gpu/root]
-#                      [--lmd-deb FILE.deb | --lmd-dir DIR] [--preset bench-100m | --model FILE.gguf]
+#                      [--lmd-deb FILE.deb | --lmd-root DIR | --lmd-dir DIR] [--preset bench-100m | --model FILE.gguf]
 #                      [--port 11500] [--work DIR] [--keep]
 #
 # The CPU side is either the lmd package (--lmd-deb, unpacked into the same root: its bundled
-# node, dist/ and production node_modules) or a directory with a built dist/ and a production
+# node, dist/ and production node_modules; --lmd-root: its files already unpacked) or a directory with a built dist/ and a production
 # node_modules (--lmd-dir, default: this checkout; run with the node on PATH). The GPU side is the
 # lmd-cuda package (--cuda-deb, default .gpu/lmd-cuda.deb), or its files already unpacked
 # (--cuda-root, default .gpu/root when it has usr/lib/lmd/gpu). Pieces of a split package are joined
@@ -32,6 +32,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 CUDA_DEB=$REPO/.gpu/lmd-cuda.deb
 CUDA_ROOT=""
 LMD_DEB=""
+LMD_ROOT=""
 LMD_DIR=$REPO
 PRESET=bench-100m
 MODEL=""
@@ -43,6 +44,7 @@ while [ $# -gt 0 ]; do
 		--cuda-deb) CUDA_DEB=$2; shift 2 ;;
 		--cuda-root) CUDA_ROOT=$2; shift 2 ;;
 		--lmd-deb) LMD_DEB=$2; shift 2 ;;
+		--lmd-root) LMD_ROOT=$2; shift 2 ;;
 		--lmd-dir) LMD_DIR=$2; shift 2 ;;
 		--preset) PRESET=$2; shift 2 ;;
 		--model) MODEL=$2; shift 2 ;;
@@ -83,7 +85,10 @@ LIB=$ROOT/usr/lib/lmd
 rm -rf "$WORK" && mkdir -p "$ROOT"
 
 say "the CPU side"
-if [ -n "$LMD_DEB" ]; then
+if [ -n "$LMD_ROOT" ]; then
+	cp -a "$LMD_ROOT/." "$ROOT/"
+	NODE=$LIB/bin/node
+elif [ -n "$LMD_DEB" ]; then
 	if [ ! -f "$LMD_DEB" ] && compgen -G "$LMD_DEB.part-*" >/dev/null; then cat "$LMD_DEB".part-* >"$LMD_DEB"; fi
 	unpack_deb "$LMD_DEB" "$ROOT" || { echo "gpu-check: cannot unpack $LMD_DEB" >&2; exit 2; }
 	NODE=$LIB/bin/node
