@@ -1,6 +1,7 @@
 /**
  * Pulls honour HTTP_PROXY/HTTPS_PROXY/NO_PROXY, through a real proxy: Debian's tinyproxy, started
- * here on loopback with its own configuration, whose log shows each request it forwarded. The
+ * here on loopback with its own configuration, whose log shows each request it forwarded (plain
+ * http registries by absolute URL, https ones through a CONNECT tunnel). The
  * address rules still apply to the target (a registry on a private network may not send lmd to
  * loopback through the proxy either). Without tinyproxy the test is skipped.
  */
@@ -9,12 +10,14 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import fs from "node:fs/promises";
 import http from "node:http";
+import https from "node:https";
 import net, { type AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { AddressPolicy } from "../../src/registry/address.js";
 import { REGISTRY_DEFAULTS } from "../../src/registry/http.js";
 import { assertError } from "../helpers/assert-error.js";
+import { makeCa } from "../helpers/docker-registry.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
 import { testGguf } from "../helpers/models.js";
 import { privateAddress } from "../helpers/netns.js";
@@ -97,6 +100,26 @@ t.test("a pull goes through HTTP_PROXY; NO_PROXY hosts go direct", { skip: noPro
   log = (await proxy.log()).slice(log.length);
   t.match(log, `GET http://${reg.host}/v2/library/tiny/manifests/latest`, "the registry is still reached through the proxy");
   t.notMatch(log, blobHost, "the NO_PROXY host was reached directly");
+});
+
+t.test("an https registry is reached through HTTPS_PROXY's CONNECT tunnel, its certificate verified with SERVICE_REGISTRY_CA", { skip: noProxy }, async (t) => {
+  const proxy = await startProxy(t);
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), "lmd-proxy-ca-"));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const ca = makeCa(dir);
+  // A registry without the model: its 404 is proof that TLS through the tunnel was set up and verified.
+  const server = https.createServer({ cert: await fs.readFile(ca.cert), key: await fs.readFile(ca.key) }, (_req, res) => {
+    res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ errors: [{ code: "MANIFEST_UNKNOWN", message: "manifest unknown" }] }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  t.teardown(() => new Promise((resolve) => server.close(resolve)));
+  const host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  setEnv(t, { HTTPS_PROXY: proxy.url });
+  const trusting = await startDaemon(t, { models: [], env: { SERVICE_REGISTRY_CA: ca.ca, SERVICE_MODELS: path.join(dir, "a") } });
+  await assertError(t, await postJson(`${trusting.url}/api/pull`, { model: `${host}/team/m:v1`, stream: false }), 404, `model '${host}/team/m:v1' not found in the registry`);
+  t.match(await proxy.log(), `CONNECT ${host}`, "the proxy opened the tunnel");
+  const untrusting = await startDaemon(t, { models: [], env: { SERVICE_MODELS: path.join(dir, "b") } });
+  await assertError(t, await postJson(`${untrusting.url}/api/pull`, { model: `${host}/team/m:v1`, stream: false }), 500, new RegExp(`the TLS certificate of registry ${host.replace(/\./g, "\\.")} is not trusted`));
 });
 
 t.test("without a proxy variable nothing goes to the proxy", { skip: noProxy }, async (t) => {
