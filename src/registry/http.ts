@@ -77,11 +77,14 @@ export function registryDispatcher(options: DispatcherOptions): Dispatcher {
   if (!proxy) return new Agent(agentOptions).compose(unpaused);
   policy.proxied = true;
   const checked: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) => {
-    const hostname = new URL(String(opts.origin)).hostname;
-    policy.checkName(hostname).then(
-      () => dispatch(opts, handler),
-      (err: unknown) => failBeforeStart(handler, err instanceof Error ? err : new Error(String(err))),
-    );
+    const fail = (err: unknown) => failBeforeStart(handler, err instanceof Error ? err : new Error(String(err)));
+    policy.checkName(new URL(String(opts.origin)).hostname).then(() => {
+      try {
+        dispatch(opts, handler);
+      } catch (err) {
+        fail(err); // a closed dispatcher: the request's failure, never an unhandled rejection
+      }
+    }, fail);
     return true;
   };
   // Through a tunnel, TLS to the registry is set up by `requestTls` (`connect` reaches the proxy).

@@ -15,7 +15,7 @@ import net, { type AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { AddressPolicy } from "../../src/registry/address.js";
-import { REGISTRY_DEFAULTS } from "../../src/registry/http.js";
+import { proxyEnv, REGISTRY_DEFAULTS } from "../../src/registry/http.js";
 import { assertError } from "../helpers/assert-error.js";
 import { makeCa } from "../helpers/docker-registry.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
@@ -131,6 +131,14 @@ t.test("without a proxy variable nothing goes to the proxy", { skip: noProxy }, 
   const res = await postJson(`${url}/api/pull`, { model: `${reg.host}/library/tiny`, insecure: true, stream: false });
   t.same(await res.json(), { status: "success" });
   t.notMatch(await proxy.log(), "Request (file descriptor");
+});
+
+t.test("the proxy variables: lower-case names win, NO_PROXY defaults to nothing", async (t) => {
+  t.equal(proxyEnv({}), undefined, "none set: no proxy");
+  t.equal(proxyEnv({ NO_PROXY: "*" }), undefined, "NO_PROXY alone: no proxy");
+  t.same(proxyEnv({ HTTP_PROXY: "http://a:1", http_proxy: "http://b:2" }), { httpProxy: "http://b:2", httpsProxy: undefined, noProxy: "" });
+  t.same(proxyEnv({ HTTPS_PROXY: "http://a:1", NO_PROXY: "x", no_proxy: "y" }), { httpProxy: undefined, httpsProxy: "http://a:1", noProxy: "y" });
+  t.same(proxyEnv({ HTTPS_PROXY: "", https_proxy: "" }), undefined, "empty values are unset");
 });
 
 t.test("through a proxy, a target's name is checked against the address rules", async (t) => {
