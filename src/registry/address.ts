@@ -72,6 +72,12 @@ export function bareHost(hostname: string): string {
  */
 export class AddressPolicy {
   private registryClass: AddressClass | undefined;
+  /**
+   * Set when registry traffic goes through a proxy (registry/http.ts): the proxy resolves names,
+   * so a name that does not resolve here is the proxy's to reach (a registry whose name does not
+   * resolve here is treated as public, the strictest class), and {@link checkName} checks targets.
+   */
+  proxied = false;
 
   constructor(private readonly registryHost: string) {}
 
@@ -79,8 +85,35 @@ export class AddressPolicy {
   async init(): Promise<void> {
     if (this.registryClass) return;
     const host = bareHost(this.registryHost);
-    const address = net.isIP(host) ? host : (await dns.promises.lookup(host)).address;
-    this.registryClass = classify(address);
+    try {
+      const address = net.isIP(host) ? host : (await dns.promises.lookup(host)).address;
+      this.registryClass = classify(address);
+    } catch (err) {
+      if (!this.proxied || !unresolved(err)) throw err;
+      this.registryClass = "public";
+    }
+  }
+
+  /**
+   * Through a proxy the socket's lookup sees the proxy, not the target: the target's name is
+   * resolved here and every address it has must be allowed. A name that does not resolve here is
+   * left to the proxy (a server that reaches the internet only through a proxy often has no
+   * public DNS); IP literals are always checked.
+   */
+  async checkName(hostname: string): Promise<void> {
+    await this.init();
+    const host = bareHost(hostname);
+    if (net.isIP(host)) return this.checkLiteral(host);
+    let addresses: dns.LookupAddress[];
+    try {
+      addresses = await dns.promises.lookup(host, { all: true });
+    } catch (err) {
+      if (unresolved(err)) return;
+      throw err;
+    }
+    const registry = this.registryClass ?? "public";
+    const refused = addresses.find((a) => !allowed(registry, classify(a.address)));
+    if (refused) throw new AddressRefusedError(hostname, refused.address, classify(refused.address));
   }
 
   /** Throws when the IP literal `hostname` may not be reached (names are checked by {@link lookup}). */
@@ -105,4 +138,10 @@ export class AddressPolicy {
       callback(null, ok[0]!.address, ok[0]!.family);
     });
   };
+}
+
+/** A name that has no address here (as opposed to a failure of the resolver itself). */
+function unresolved(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "ENODATA";
 }

@@ -9,7 +9,9 @@
  *   (bodies that are streams) are not retried.
  * - Every phase is bounded (REGISTRY_DEFAULTS, docs/models.md): connect, response head, the whole
  *   manifest body, and each blob's idle time between bytes.
- * - Every address connected to is checked and pinned by {@link AddressPolicy} (blind SSRF).
+ * - Every address connected to is checked and pinned by {@link AddressPolicy} (blind SSRF); with
+ *   HTTPS_PROXY/HTTP_PROXY set, requests go through the proxy and each target's name is checked
+ *   first (registryDispatcher in http.ts).
  * - Every early exit destroys the response body it does not read, so nothing waits on it.
  * - Authentication: a 401 is answered once per request. The registry's credentials come from
  *   Docker's config.json (credentials.ts), read only when a registry asks. `Basic` is answered
@@ -27,14 +29,14 @@
  */
 import type { Readable } from "node:stream";
 import type tls from "node:tls";
-import { Agent, RetryAgent, request, type Dispatcher } from "undici";
+import { RetryAgent, request, type Dispatcher } from "undici";
 import { HttpError, NotFoundError } from "../errors.js";
 import { displayName, printable } from "../store/names.js";
 import type { Manifest } from "../store/store.js";
 import type { RegistryConfig } from "../config.js";
 import { AddressPolicy } from "./address.js";
 import { basicAuthorization, lookupCredentials, type Credentials } from "./credentials.js";
-import { describe, discard, expectStatus, header, parseChallenge, readLimited, REGISTRY_DEFAULTS, RegistryError, seconds } from "./http.js";
+import { describe, discard, expectStatus, header, parseChallenge, readLimited, registryDispatcher, REGISTRY_DEFAULTS, RegistryError, seconds } from "./http.js";
 import { validateManifest } from "./manifest.js";
 import { manifestUrl, type RegistryRef } from "./reference.js";
 import { secureContextWith } from "./tls.js";
@@ -83,7 +85,7 @@ export async function openClient(ref: RegistryRef, config: RegistryConfig): Prom
 /** One client per pull or push: its agents, and the authorization it obtained. */
 export class RegistryClient {
   private readonly policy: AddressPolicy;
-  private readonly agent: Agent;
+  private readonly agent: Dispatcher;
   private readonly retrying: RetryAgent;
   /** `Bearer <token>` or `Basic <credentials>`, sent to the registry's own host only. */
   private authorization: string | undefined;
@@ -93,11 +95,7 @@ export class RegistryClient {
   constructor(private readonly ref: RegistryRef, private readonly options: ClientOptions = {}) {
     this.host = new URL(ref.origin).host;
     this.policy = new AddressPolicy(new URL(ref.origin).hostname);
-    this.agent = new Agent({
-      bodyTimeout: REGISTRY_DEFAULTS.bodyTimeoutMs,
-      headersTimeout: REGISTRY_DEFAULTS.headersTimeoutMs,
-      connect: { timeout: REGISTRY_DEFAULTS.connectTimeoutMs, lookup: this.policy.lookup, ...(options.secureContext ? { secureContext: options.secureContext } : {}) },
-    });
+    this.agent = registryDispatcher({ policy: this.policy, secureContext: options.secureContext });
     this.retrying = new RetryAgent(this.agent, {
       maxRetries: REGISTRY_DEFAULTS.maxRetries,
       minTimeout: REGISTRY_DEFAULTS.minTimeoutMs,

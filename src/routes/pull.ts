@@ -5,10 +5,11 @@
  * per layer, `verifying sha256 digest`, `writing manifest`, `success`. With `stream:false` one
  * final object, or the error with its status (404 for a model the registry does not know). When
  * streaming, `pulling manifest` is sent before the registry is asked, and every registry failure
- * is the stream's last line, as in Ollama. Blobs are resumable across pulls (registry/download.ts);
- * the manifest is written only after every blob is verified. With mirrors configured for the
- * registry (registry/mirror.ts), the manifest and each blob are asked of the mirror first and of
- * the next source (at last the registry) when it fails.
+ * is the stream's last line, as in Ollama. Blobs are resumable across pulls, and pulls needing the
+ * same blob at the same time share its download (registry/download.ts); the manifest is written
+ * only after every blob is verified and stored. With mirrors configured for the registry
+ * (registry/mirror.ts), the manifest and each blob are asked of the mirror first and of the next
+ * source (at last the registry) when it fails.
  */
 import type { PullRequest } from "../api/model-types.js";
 import { pullSchema } from "../api/model-schemas.js";
@@ -16,10 +17,9 @@ import { readJson } from "../http/body.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
 import { registryRef } from "../registry/reference.js";
-import { downloadBlob, publishBlob, verifyBlob } from "../registry/download.js";
-import { openClient, type RegistryClient } from "../registry/client.js";
+import { BlobLeases } from "../registry/download.js";
+import { openClient } from "../registry/client.js";
 import { PullSources, pullSources } from "../registry/mirror.js";
-import type { RegistryRef } from "../registry/reference.js";
 import { commitManifest, manifestDigests, removeUnreferenced } from "../store/admin.js";
 import { withNames } from "../store/locks.js";
 import type { Layer } from "../store/store.js";
@@ -47,46 +47,43 @@ async function pull(ctx: RequestContext, { store, scheduler, config }: Services)
   // sent, so the CLI does not retry what retrying cannot fix). Without streaming, the real status.
   const progress = new Progress(ctx.res, body.stream !== false);
   await progress.send({ status: "pulling manifest" });
-  const published: string[] = [];
+  const leases = new BlobLeases();
+  let committed = false;
   let unpin = () => {};
   try {
     const manifest = await sources.attempt(async (client) => client.fetchManifest(ctx.signal));
     unpin = store.pin(manifestDigests(manifest));
     const layers = unique([...manifest.layers, manifest.config]);
-    const verified = new Set<string>();
     for (const layer of layers) {
       const status = `pulling ${layer.digest.slice(7, 19)}`;
       let last = 0;
-      const download = (client: RegistryClient, from: RegistryRef) =>
-        downloadBlob(client, store, from, layer, (completed) => {
+      // Every blob is verified as its download completes, so that wrong bytes from a mirror (removed
+      // there) are fetched again from the next source.
+      await sources.attempt((client, from) =>
+        leases.fetch(client, store, from, layer, (completed) => {
           if (Date.now() - last < PROGRESS_INTERVAL_MS) return;
           last = Date.now();
           void progress.send({ status, digest: layer.digest, total: layer.size, completed });
-        }, ctx.signal);
-      await sources.attempt(async (client, from) => {
-        await download(client, from);
-        // A mirror's layer is verified at once, so that wrong bytes (removed by verifyBlob) are
-        // fetched again from the next source; the registry's own layers are verified below.
-        if (sources.onMirror) {
-          await verifyBlob(store, layer);
-          verified.add(layer.digest);
-        }
-      });
+        }, ctx.signal),
+      );
       await progress.send({ status, digest: layer.digest, total: layer.size, completed: layer.size });
     }
+    // Each blob was hashed when its download completed (registry/download.ts); every layer is
+    // verified before any is published, so a mismatch leaves no blob that nothing references.
     await progress.send({ status: "verifying sha256 digest" });
-    // Every layer is verified before any is published: a mismatch leaves no blob that nothing references.
-    for (const layer of layers) if (!verified.has(layer.digest)) await verifyBlob(store, layer);
-    for (const layer of layers) if (await publishBlob(store, layer)) published.push(layer.digest);
+    for (const layer of layers) await leases.publish(store, layer);
     await progress.send({ status: "writing manifest" });
     await withNames(store, [input], () => commitManifest(store, input, manifest));
-    published.length = 0;
+    committed = true;
     await unloadIfIdle(scheduler, input); // a loaded copy of the old version must not keep serving
     progress.done();
   } finally {
     unpin();
-    // Blobs published by a pull that then failed (the manifest write): nothing references them.
+    // Blobs published by a pull that then failed (the manifest write, or a pull sharing them):
+    // removed unless a manifest references them or another pull in progress pinned them.
+    const published = committed ? [] : leases.published();
     if (published.length > 0) await removeUnreferenced(store, published).catch(() => undefined);
+    await leases.release();
     await sources.close();
   }
 }

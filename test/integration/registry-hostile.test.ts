@@ -164,8 +164,10 @@ t.test("a failed pull publishes no blob; complete downloads stay resumable (item
   await assertError(t, await postJson(`${url}/api/pull`, { model: name, insecure: true, stream: false }), 500, /^digest mismatch/);
   const files = readdirSync(path.join(config.models, "blobs"));
   t.same(files.filter((f) => f.startsWith("sha256-")), [], "no blob that nothing references was published");
-  const kept = [sha256(gguf), manifest.config.digest].flatMap((d) => [`.partial-${d.replace(":", "-")}`, `.partial-${d.replace(":", "-")}.json`]);
-  t.same(files.sort(), kept.sort(), "only the complete downloads (model, config) are kept, to resume");
+  // The pull stops at the layer that failed (the config after it was never asked for).
+  const kept = [sha256(gguf)].flatMap((d) => [`.partial-${d.replace(":", "-")}`, `.partial-${d.replace(":", "-")}.json`]);
+  t.same(files.sort(), kept.sort(), "only the complete download (the model) is kept, to resume");
+  t.notOk(reg.stats.blobRequests.some((r) => r.digest === manifest.config.digest), "nothing after the failed layer was downloaded");
   reg.faults.corrupt = undefined;
   t.same(await (await postJson(`${url}/api/pull`, { model: name, insecure: true, stream: false })).json(), { status: "success" });
   t.equal(reg.stats.bytesServed.get(sha256(gguf)), gguf.length, "the model was not downloaded twice");

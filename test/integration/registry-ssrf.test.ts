@@ -8,7 +8,6 @@
  * that pair, and removes both on teardown. Without root (or `ip`), the test is skipped.
  */
 import t from "tap";
-import { execFileSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import fs from "node:fs/promises";
 import http from "node:http";
@@ -17,31 +16,12 @@ import path from "node:path";
 import { assertError } from "../helpers/assert-error.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
 import { testGguf } from "../helpers/models.js";
+import { privateAddress } from "../helpers/netns.js";
 import { sha256, startTestRegistry } from "../helpers/registry.js";
 
 const MODEL = "application/vnd.ollama.image.model";
 
-/** A private address on a veth pair of our own; undefined (with the reason) when it cannot be made. */
-function privateAddress(): { address?: string; reason?: string } {
-  const id = process.pid % 100_000;
-  const ns = `lmdssrf${id}`;
-  const link = `lmds${id}`;
-  const address = `10.200.${id % 250}.1`;
-  const ip = (...args: string[]) => execFileSync("ip", args, { stdio: "pipe" });
-  try {
-    ip("netns", "add", ns);
-    t.teardown(() => void ip("netns", "del", ns));
-    ip("link", "add", link, "type", "veth", "peer", "name", `${link}p`, "netns", ns);
-    t.teardown(() => void ip("link", "del", link));
-    ip("addr", "add", `${address}/30`, "dev", link);
-    ip("link", "set", link, "up");
-    return { address };
-  } catch (err) {
-    return { reason: `cannot make a network namespace and veth pair (root and iproute2 needed): ${String((err as Error).message).split("\n")[0]}` };
-  }
-}
-
-const made = privateAddress();
+const made = privateAddress(t);
 
 t.test("a registry on a private network may not redirect lmd to loopback or link-local addresses", { skip: made.reason ?? false }, async (t) => {
   const secret = http.createServer((_req, res) => {
