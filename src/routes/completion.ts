@@ -191,7 +191,7 @@ export async function renderChat(services: Services, ctx: RequestContext, target
     if (quick) return quick.prompt;
   }
   return withLease(services, ctx, target, async (lease) => {
-    if (t) return (await renderTemplateChat(runtimeOf(lease), t, tc)).prompt;
+    if (t) return (await renderTemplateChat(runtimeOf(lease, ctx.signal), t, tc)).prompt;
     const think = call.think === undefined ? undefined : call.think !== false;
     return lease.runner.render({ turns: conversation(model, call.turns), tools: call.toolChoice === "none" ? undefined : call.tools, think }, ctx.signal);
   });
@@ -217,7 +217,7 @@ export async function countChatTokens(services: Services, ctx: RequestContext, t
   const t = goTemplateIn(model);
   return withLease(services, ctx, target, async (lease) => {
     if (t) {
-      const { prompt } = await renderTemplateChat(runtimeOf(lease), t, { name: target.name, opts, ...call, turns: conversation(model, call.turns), harmony: usesHarmony(model) });
+      const { prompt } = await renderTemplateChat(runtimeOf(lease, ctx.signal), t, { name: target.name, opts, ...call, turns: conversation(model, call.turns), harmony: usesHarmony(model) });
       return (await lease.runner.tokenize(prompt, ctx.signal)).length;
     }
     const think = call.think === undefined ? undefined : call.think !== false;

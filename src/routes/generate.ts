@@ -52,7 +52,7 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
   }
 
   await withLease(services, ctx, target, async (lease) => {
-    const built = await generatePrompt(body, model, template, { ...runtimeOf(lease), info: lease.runner.info });
+    const built = await generatePrompt(body, model, template, { ...runtimeOf(lease, ctx.signal), info: lease.runner.info });
     if (body._debug_render_only) return debug(await promptText(built, lease, ctx.signal));
     const stream = body.stream !== false ? new NdjsonStream(ctx.res) : undefined;
     let text = "";

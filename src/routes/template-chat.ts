@@ -34,11 +34,12 @@ export interface TemplateChat {
 /** What rendering needs of a loaded model: its context size and its tokenizer. */
 export interface PromptRuntime {
   contextSize: number;
-  tokenize(text: string): Promise<number[]>;
+  tokenize(text: string): Promise<ArrayLike<number>>;
 }
 
-export function runtimeOf(lease: Lease): PromptRuntime {
-  return { contextSize: lease.runner.info.contextSize, tokenize: (text) => lease.runner.tokenize(text) };
+/** The lease's runner as a PromptRuntime; aborting `signal` (the client left) stops its tokenizing. */
+export function runtimeOf(lease: Lease, signal?: AbortSignal): PromptRuntime {
+  return { contextSize: lease.runner.info.contextSize, tokenize: (text) => lease.runner.tokenize(text, signal) };
 }
 
 /** Thrown by `noRunner`'s tokenize: this prompt needs the model's tokenizer to be cut to fit. */
@@ -103,7 +104,7 @@ export interface ChatCallbacks {
  * answers without thinking first is never constrained (as Ollama).
  */
 export async function runTemplateChat(lease: Lease, t: Template, call: TemplateChat, on: ChatCallbacks, signal: AbortSignal, flow?: OutputFlow): Promise<ChatResult> {
-  const rt = runtimeOf(lease);
+  const rt = runtimeOf(lease, signal);
   const { prompt, think, tools, droppedTokens, harmony } = await renderTemplateChat(rt, t, call);
   const thinks = think !== undefined && think !== false;
   const splitter: OutputParser = harmony ?? new OutputSplitter(t, { think: thinks, tools, prompt });

@@ -6,6 +6,7 @@
  * `parse_special`, default true); `add_special` (default false, as llama-server) adds BOS/EOS where the
  * vocabulary asks for them.
  */
+import { setImmediate } from "node:timers/promises";
 import { detokenizeSchema, tokenizeSchema, type DetokenizeRequest, type TokenizeRequest } from "../api/tokenize-schemas.js";
 import { readJson } from "../http/body.js";
 import { sendJson } from "../http/respond.js";
@@ -27,7 +28,42 @@ async function tokenize(ctx: RequestContext, services: Services): Promise<void> 
   const body = validateTokenize(await readJson(ctx.req, services.config.maxBodyBytes));
   const target = await resolveTarget(services, body.model, body.options, parseKeepAlive(body.keep_alive), ctx.log);
   const tokens = await withLease(services, ctx, target, (lease) => lease.runner.tokenize(body.content, ctx.signal, body.add_special === true, body.parse_special !== false));
-  sendJson(ctx.res, 200, { tokens });
+  if (tokens.length <= SLICE_TOKENS) return sendJson(ctx.res, 200, { tokens: Array.from(tokens) });
+  await sendTokens(ctx, tokens);
+}
+
+/** Tokens written per turn of the event loop in a long answer. */
+const SLICE_TOKENS = 64 * 1024;
+
+/**
+ * A long token list as `{"tokens":[…]}`, written a slice per turn of the event loop (and only as
+ * fast as the client reads): the whole list as one JSON string, millions of numbers, would hold
+ * every other request for as long as it takes to build.
+ */
+async function sendTokens(ctx: RequestContext, tokens: Uint32Array): Promise<void> {
+  const { res } = ctx;
+  res.writeHead(200, { "content-type": "application/json; charset=utf-8" });
+  if (ctx.req.method === "HEAD") return void res.end();
+  res.write('{"tokens":[');
+  for (let start = 0; start < tokens.length && !ctx.signal.aborted; start += SLICE_TOKENS) {
+    const slice = tokens.subarray(start, start + SLICE_TOKENS).join(",");
+    const ready = res.write(start === 0 ? slice : `,${slice}`);
+    await (ready ? setImmediate() : drained(ctx));
+  }
+  res.end("]}");
+}
+
+/** Resolves when the response can take more, or the client is gone. */
+function drained(ctx: RequestContext): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      ctx.res.off("drain", done);
+      ctx.signal.removeEventListener("abort", done);
+      resolve();
+    };
+    ctx.res.once("drain", done);
+    ctx.signal.addEventListener("abort", done, { once: true });
+  });
 }
 
 async function detokenize(ctx: RequestContext, services: Services): Promise<void> {

@@ -29,6 +29,7 @@ import { keepFirstSpace } from "./generation.js";
 import { CONTEXT_EXCEEDED } from "./protocol.js";
 import { PauseSwitch } from "./flow.js";
 import { withThinkingForm } from "./thinking-form.js";
+import { tokenizeLlamaText } from "./tokens.js";
 import type { ChatJob, ChatTurn, RunnerFailureKind, ToolCallSpec } from "./protocol.js";
 
 /** What chat and embed jobs use of the child process: the loaded model, its slots, IPC. */
@@ -144,8 +145,10 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
   let chat: LlamaChat | undefined;
   let recorder: LogprobRecorder | undefined;
   try {
-    // The template renders first, before anything is awaited: the parent's render budget times
-    // from sending the job until `prompt-ready` (runner/render-budget.ts).
+    // The template renders first: the parent's render budget times from `render-start` until
+    // `prompt-ready` (runner/render-budget.ts). Tokenizing the prompt is outside it: it goes in
+    // chunks that a cancel stops (runner/tokens.ts).
+    rt.send({ type: "render-start", id });
     const functions = functionsOf(job);
     if (typeof job.toolChoice === "object" && functions && Object.keys(functions).length === 0) throw new JobFailure("invalid", `tool '${job.toolChoice.name}' is not among the tools`);
     const forced = functions !== undefined && (job.toolChoice === "required" || typeof job.toolChoice === "object");
@@ -154,15 +157,17 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     const base = thinking?.wrapper ?? chatWrapperOf(l.model);
     const wrapper = forced ? forcingToolCall(base) : base;
     const full = thinking?.history ?? toHistory(job.turns);
-    const fullTokens = renderPrompt(base, l.model, full, functions);
+    const fullText = renderText(base, full, functions);
+    rt.send({ type: "prompt-ready", id });
+    const fullTokens = await tokenizeLlamaText(l.model, fullText, abort.signal);
     if (job.countOnly) return rt.send({ type: "chat-done", id, result: { toolCalls: [], stats: { promptTokens: fullTokens.length, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason: "stop", context: [], truncatedTokens: 0 } } });
     const contextSize = l.context.contextSize;
     const limit = inputLimit(contextSize);
     if (fullTokens.length > limit && job.truncate === false) throw new JobFailure("invalid", CONTEXT_EXCEEDED);
-    const { history, tokens } = fitHistory(base, l.model, full, fullTokens, functions, limit);
+    const { history, tokens } = await fitHistory(base, l.model, full, fullTokens, functions, limit, abort.signal);
     // What still does not fit (one turn longer than the context) LlamaChat cuts from its front.
     const truncatedTokens = fullTokens.length - tokens.length + Math.max(0, tokens.length - limit);
-    rt.send({ type: "prompt-ready", id });
+    abort.signal.throwIfAborted();
     const grammar = await rt.grammarFor(l, job.grammar).catch((err: unknown) => {
       throw new JobFailure("invalid", `invalid format schema: ${rt.clientSafe(err)}`);
     });
@@ -224,6 +229,7 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     });
   } catch (err) {
     if (err instanceof JobFailure) return rt.send({ type: "failed", id, kind: err.kind, message: err.message });
+    if (abort.signal.aborted) return rt.send({ type: "failed", id, kind: "other", message: "cancelled" });
     const oom = /out of memory/i.test(String(err));
     rt.log("error", "chat failed", { err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
     rt.send({ type: "failed", id, kind: oom ? "memory" : "other", message: oom ? "out of memory" : rt.clientSafe(err, l.modelFile) });
@@ -248,28 +254,47 @@ function inputLimit(contextSize: number): number {
  * Ollama's chat truncation: the oldest turns go first, system messages (and the tools, which the
  * template renders apart) stay, and so does the last turn. The history starts again at a user turn,
  * so that templates which demand alternating roles still render it. Done here rather than by
- * LlamaChat's context shift so that what is dropped is known, and can be reported.
+ * LlamaChat's context shift so that what is dropped is known, and can be reported. How many of
+ * the droppable spans go is found by a binary search over their number (a shorter history renders
+ * to fewer tokens): a few renders and tokenizations, not one per message.
  */
-function fitHistory(wrapper: ChatWrapper, model: LlamaModel, history: ChatHistoryItem[], tokens: Token[], functions: ChatModelFunctions | undefined, limit: number): { history: ChatHistoryItem[]; tokens: Token[] } {
-  let kept = history;
-  let keptTokens = tokens;
-  while (keptTokens.length > limit) {
-    const first = kept.findIndex((item) => item.type !== "system");
-    let end = first + 1;
-    while (end < kept.length && kept[end]?.type !== "user") end++;
-    // The last user turn and the answer being generated always stay.
-    if (first < 0 || end >= kept.length - 1) break;
-    kept = [...kept.slice(0, first), ...kept.slice(end)];
-    keptTokens = renderPrompt(wrapper, model, kept, functions);
+async function fitHistory(wrapper: ChatWrapper, model: LlamaModel, history: ChatHistoryItem[], tokens: Token[], functions: ChatModelFunctions | undefined, limit: number, signal: AbortSignal): Promise<{ history: ChatHistoryItem[]; tokens: Token[] }> {
+  if (tokens.length <= limit) return { history, tokens };
+  // The turns before the first non-system one stay; the k-th drop removes everything from there
+  // up to the k-th user turn after it, the last user turn never.
+  const first = history.findIndex((item) => item.type !== "system");
+  const ends: number[] = [];
+  for (let end = first; first >= 0; ) {
+    end++;
+    while (end < history.length && history[end]?.type !== "user") end++;
+    if (end >= history.length - 1) break;
+    ends.push(end);
   }
-  return { history: kept, tokens: keptTokens };
+  const without = (n: number) => [...history.slice(0, first), ...history.slice(ends[n - 1])];
+  let best = { history, tokens };
+  let low = 1;
+  let high = ends.length;
+  while (low <= high) {
+    const mid = (low + high) >> 1;
+    const kept = without(mid);
+    const keptTokens = await tokenizeLlamaText(model, renderText(wrapper, kept, functions), signal);
+    if (keptTokens.length <= limit) {
+      best = { history: kept, tokens: keptTokens };
+      high = mid - 1;
+    } else {
+      // Dropping everything that may go and still too long: that is the best there is.
+      if (mid === ends.length) best = { history: kept, tokens: keptTokens };
+      low = mid + 1;
+    }
+  }
+  return best;
 }
 
-/** The prompt's tokens (BOS included) exactly as LlamaChat renders them: for the slot pick and the counts. */
-function renderPrompt(wrapper: ChatWrapper, model: LlamaModel, history: ChatHistoryItem[], functions: ChatModelFunctions | undefined): Token[] {
+/** The prompt exactly as LlamaChat renders it (BOS included once tokenized): for the slot pick and the counts. */
+function renderText(wrapper: ChatWrapper, history: ChatHistoryItem[], functions: ChatModelFunctions | undefined): LlamaText {
   try {
     const state = wrapper.generateContextState({ chatHistory: history, ...(functions ? { availableFunctions: functions, documentFunctionParams: true } : {}) });
-    return state.contextText.tokenize(model.tokenizer);
+    return state.contextText;
   } catch (err) {
     // Jinja templates reject some histories (roles out of order, a tool schema they cannot show).
     throw new JobFailure("invalid", `the model's chat template cannot render these messages: ${err instanceof Error ? err.message : String(err)}`);

@@ -29,7 +29,8 @@ import { chatWrapperOf, runChat, supportsThinking, toHistory } from "./chat.js";
 import { answerPrompt, thoughtTags } from "./thinking-form.js";
 import type { JobRuntime, Loaded, Slot } from "./runtime.js";
 import { runEmbed } from "./embed.js";
-import { runDetokenize, runRender, runTokenize } from "./render.js";
+import { runDetokenize, runRender, runTokenize, vocabularySize } from "./render.js";
+import { installLinearTokenizer, tokenizeAsync, tokenizeLlamaText } from "./tokens.js";
 import { runRank } from "./rank.js";
 import { estimateLoad } from "./estimate.js";
 import { openLlama } from "./engine.js";
@@ -181,6 +182,9 @@ async function load(requested: LoadSpec): Promise<void> {
     fastEvaluate(sequence, decodeLoop, () => slot.pause);
     slots.push(slot);
   }
+  // Every tokenization of the model linear in its text, node-llama-cpp's own included (runner/tokens.ts).
+  installLinearTokenizer(model);
+  if (draft) installLinearTokenizer(draft.model);
   const prefixCache = spec.prefixCache ? await openPrefixCache(spec.prefixCache, spec, context.contextSize) : undefined;
   loaded = { llama, model, context, slots, modelFile: spec.path, lora: spec.lora ?? [], draft, prefixCache };
   // The first generation's sampler, made now rather than before its first token (runner/decode-loop.ts).
@@ -255,18 +259,28 @@ async function loadDraft(llama: Llama, draftPath: string, contextSize: number, s
   }
 }
 
-/** Tokens to evaluate for a job, without the BOS that LlamaCompletion prepends itself. */
-function promptTokens(l: Loaded, job: GenerateJob): { tokens: Token[]; stopTriggers: LlamaText[] } {
+/**
+ * Tokens to evaluate for a job, without the BOS that LlamaCompletion prepends itself. A chat prompt
+ * renders first, between `render-start` and `prompt-ready` (the parent's render budget times that
+ * span: runner/render-budget.ts); tokenizing follows, in chunks that a cancel stops.
+ */
+async function promptTokens(l: Loaded, id: number, job: GenerateJob, signal: AbortSignal): Promise<{ tokens: Token[]; stopTriggers: LlamaText[] }> {
   const { model } = l;
-  if (job.prompt.kind === "text") {
-    const tokens = [...((job.prompt.context ?? []) as Token[]), ...model.tokenize(job.prompt.text, true)];
-    return { tokens, stopTriggers: [] };
-  }
+  const context = (job.prompt.context ?? []) as Token[];
+  const size = vocabularySize(model);
+  const outside = context.find((t) => t >= size);
+  if (outside !== undefined) throw new JobFailure(`context token ${outside} is not in the model's vocabulary (size ${size})`);
+  if (job.prompt.kind === "text") return { tokens: [...context, ...(await tokenizeAsync(model, job.prompt.text, true, undefined, signal))], stopTriggers: [] };
+  send({ type: "render-start", id });
   const { text, stopTriggers } = answerPrompt(model, chatWrapperOf(model), toHistory(job.prompt.turns), job.prompt.think);
-  let tokens = text.tokenize(model.tokenizer);
+  send({ type: "prompt-ready", id });
+  let tokens = await tokenizeLlamaText(model, text, signal);
   if (tokens[0] !== undefined && tokens[0] === model.tokens.bos) tokens = tokens.slice(1);
-  return { tokens: [...((job.prompt.context ?? []) as Token[]), ...tokens], stopTriggers };
+  return { tokens: [...context, ...tokens], stopTriggers };
 }
+
+/** A job the request itself makes impossible: answered as `invalid` (a 400). */
+class JobFailure extends Error {}
 
 /** The generation on node-llama-cpp's LlamaCompletion, for stop triggers that are not plain text. */
 async function completeWith(completion: LlamaCompletion, model: LlamaModel, tokens: Token[], o: GenerationOptions, stopTriggers: LlamaText[]): Promise<GenerationResult> {
@@ -345,10 +359,8 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
   let slot: Slot | undefined;
   let recorder: LogprobRecorder | undefined;
   try {
-    // A chat prompt renders first, before anything is awaited: the parent's render budget times
-    // from sending the job until `prompt-ready` (runner/render-budget.ts).
-    const { tokens: all, stopTriggers } = promptTokens(l, job);
-    if (job.prompt.kind === "chat") send({ type: "prompt-ready", id });
+    const { tokens: all, stopTriggers } = await promptTokens(l, id, job, abort.signal);
+    abort.signal.throwIfAborted();
     let grammar: LlamaGrammar | undefined;
     try {
       grammar = await grammarFor(l, job.grammar);
@@ -408,6 +420,9 @@ async function generate(id: number, job: GenerateJob): Promise<void> {
     };
     send({ type: "done", id, stats });
   } catch (err) {
+    if (err instanceof JobFailure) return send({ type: "failed", id, kind: "invalid", message: err.message });
+    // Cancelled before anything was generated (while the prompt was tokenized): as any cancel, `done`.
+    if (abort.signal.aborted) return send({ type: "done", id, stats: { promptTokens: 0, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason: "cancelled", context: [], truncatedTokens: 0 } });
     const oom = err instanceof InsufficientMemoryError || /out of memory/i.test(String(err));
     log("error", "generation failed", { err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
     send({ type: "failed", id, kind: oom ? "memory" : "other", message: oom ? "out of memory" : clientSafe(err, l.modelFile) });
@@ -471,7 +486,7 @@ function onMessage(msg: ToRunner): void {
       runRender(runtime, msg.id, msg.job);
       break;
     case "tokenize":
-      runTokenize(runtime, msg.id, msg.text, msg.addSpecial === true, msg.parseSpecial !== false);
+      track(runTokenize(runtime, msg.id, msg.text, msg.addSpecial === true, msg.parseSpecial !== false));
       break;
     case "detokenize":
       runDetokenize(runtime, msg.id, msg.tokens);

@@ -12,6 +12,7 @@ import { BadRequestError, ModelLoadError, ModelRunError } from "../errors.js";
 import { GgufError, validateGguf } from "../gguf/gguf.js";
 import { formatBytes } from "../units.js";
 import { RenderBudget, seconds } from "./render-budget.js";
+import { TokenParts } from "./token-parts.js";
 import type { ChatJob, ChatResult, EmbedJob, EmbedResult, FromRunner, GenerateJob, GenerateStats, LoadSpec, MemoryEstimate, RankJob, RankResult, RenderJob, RunnerFailureKind, RunnerInfo, TokenLogprob, ToRunner } from "./protocol.js";
 
 /** What metrics learn about each finished job. */
@@ -100,6 +101,10 @@ interface PendingJob {
   flow?: OutputFlow | undefined;
   /** A `pause` was sent and its `resume` not yet. */
   paused?: boolean;
+  /** The child renders this job's prompt with the model's chat template: timed from its `render-start`. */
+  renders?: boolean;
+  /** The `tokens` parts received so far. */
+  parts?: TokenParts;
   /** Receives the job's result: GenerateStats, ChatResult or EmbedResult by job type. */
   resolve: (result: unknown) => void;
   reject: (err: Error) => void;
@@ -112,8 +117,11 @@ export class Runner {
   private nextId = 1;
   private exited = false;
   private stopping = false;
-  /** Why the parent killed the child itself (a render over its budget), for the other jobs' errors. */
+  /** Why the parent retired the child itself (a render over its budget), for the other jobs' errors. */
   private killedBecause: string | undefined;
+  /** The job whose render overran its budget, while the child may still be rendering it. */
+  private stuckRender: number | undefined;
+  private stuckTimer: NodeJS.Timeout | undefined;
   private readonly renders: RenderBudget;
   /** Called once when the child exits without being asked to. */
   onCrash: ((reason: string) => void) | undefined;
@@ -184,8 +192,8 @@ export class Runner {
   }
 
   /** Tokens of `text` with special tokens parsed; BOS/EOS as the vocabulary asks only with `addSpecial`. */
-  tokenize(text: string, signal?: AbortSignal, addSpecial = false, parseSpecial = true): Promise<number[]> {
-    return this.run<number[]>((id) => ({ type: "tokenize", id, text, ...(addSpecial ? { addSpecial } : {}), ...(parseSpecial ? {} : { parseSpecial }) }), { onChunk: () => undefined }, signal);
+  tokenize(text: string, signal?: AbortSignal, addSpecial = false, parseSpecial = true): Promise<Uint32Array> {
+    return this.run<Uint32Array>((id) => ({ type: "tokenize", id, text, ...(addSpecial ? { addSpecial } : {}), ...(parseSpecial ? {} : { parseSpecial }) }), { onChunk: () => undefined }, signal);
   }
 
   /** The text of `tokens`, special tokens included (a token the vocabulary lacks fails as `invalid`). */
@@ -218,11 +226,11 @@ export class Runner {
       };
       this.jobs.set(id, {
         ...on,
+        renders,
         resolve: (result) => (cleanup(), resolve(result as T)),
         reject: (err) => (cleanup(), reject(err)),
       });
       this.send(msg);
-      if (renders) this.renders.start(id);
       if (signal?.aborted) onAbort();
     });
   }
@@ -260,6 +268,11 @@ export class Runner {
   }
 
   private onMessage(msg: FromRunner): void {
+    this.handle(msg);
+    this.retireIfIdle();
+  }
+
+  private handle(msg: FromRunner): void {
     switch (msg.type) {
       case "chunk":
         this.jobs.get(msg.id)?.onChunk(msg.text, msg.logprobs);
@@ -270,8 +283,13 @@ export class Runner {
         this.jobs.get(msg.id)?.resolve(msg.stats);
         this.jobs.delete(msg.id);
         break;
+      case "render-start":
+        // Timed from here, not from sending: a job queued behind other work in the child is not rendering.
+        if (this.jobs.get(msg.id)?.renders) this.renders.start(msg.id);
+        break;
       case "prompt-ready":
         this.renders.stop(msg.id);
+        this.renderEnded(msg.id);
         break;
       case "thinking":
         this.jobs.get(msg.id)?.onThinking?.(msg.text);
@@ -285,19 +303,29 @@ export class Runner {
         this.jobs.delete(msg.id);
         break;
       case "rendered":
-      case "tokens":
-        this.jobs.get(msg.id)?.resolve(msg.type === "rendered" ? msg.text : msg.tokens);
+        this.jobs.get(msg.id)?.resolve(msg.text);
         this.jobs.delete(msg.id);
         break;
+      case "tokens": {
+        const job = this.jobs.get(msg.id);
+        if (!job) break;
+        job.parts ??= new TokenParts();
+        const tokens = job.parts.add(msg.data, msg.more);
+        if (!tokens) break;
+        job.resolve(tokens);
+        this.jobs.delete(msg.id);
+        break;
+      }
       case "failed":
         this.jobs.get(msg.id)?.reject(jobError(msg.kind, msg.message));
         this.jobs.delete(msg.id);
+        this.renderEnded(msg.id);
         break;
       case "log":
         this.options.log[msg.level]({ runner: this.pid, ...msg.data }, msg.msg);
         break;
       case "batch":
-        for (const m of msg.messages) this.onMessage(m);
+        for (const m of msg.messages) this.handle(m);
         break;
       default:
         break;
@@ -321,26 +349,45 @@ export class Runner {
   }
 
   /**
-   * A job's prompt has not rendered within the budget: the child is stuck in its chat template and
-   * cannot be interrupted, so it is killed (its other jobs fail too: they were stalled behind it).
-   * The scheduler then drops this runner and the next request loads the model again. The request
-   * gets a 400, as other template failures do: the same messages would loop again, so a client
-   * must not retry them (it retries on 5xx).
+   * A job's prompt has not rendered within the budget, timed from when the child began rendering
+   * it. The request gets a 400, as other template failures do: the same messages would be as slow
+   * again, so a client must not retry them (it retries on 5xx). Nothing can interrupt a template
+   * inside the child, so the runner goes: no new job is sent to it (the scheduler drops it now),
+   * and it is killed once the jobs of other requests that it still runs have ended. A render that
+   * was only slow lets them finish; one still running after a second budget is stuck, and every
+   * job behind it with it: the child is then killed at once.
    */
   private renderOverrun(id: number): void {
     const budget = seconds(this.renders.budgetMs ?? 0);
-    this.options.log.error({ model: this.options.name, runner: this.pid, budget }, "the model's chat template did not render a prompt within SERVICE_RENDER_TIMEOUT; killing its runner");
+    this.options.log.error({ model: this.options.name, runner: this.pid, budget }, "the model's chat template did not render a prompt within SERVICE_RENDER_TIMEOUT; retiring its runner");
     this.jobs.get(id)?.reject(new BadRequestError(`the model's chat template did not render these messages within ${budget}`));
     this.jobs.delete(id);
+    this.send({ type: "cancel", id });
     this.killedBecause = `another request's chat template did not render within ${budget}`;
-    this.kill();
-    // Dropped from the scheduler now, not at the exit: the next request must not be sent to this child.
+    this.stuckRender = id;
+    // Dropped from the scheduler now: the next request must not be sent to this child.
     this.onCrash?.(this.killedBecause);
+    this.retireIfIdle();
+    if (!this.exited) this.stuckTimer = setTimeout(() => this.kill(), this.renders.budgetMs ?? 0);
+  }
+
+  /** The render of job `id` ended (its prompt is ready, or it failed): it was slow, not stuck. */
+  private renderEnded(id: number): void {
+    if (this.stuckRender !== id) return;
+    this.stuckRender = undefined;
+    clearTimeout(this.stuckTimer);
+    this.retireIfIdle();
+  }
+
+  /** A runner retired for a slow render is killed once no job of another request runs on it. */
+  private retireIfIdle(): void {
+    if (this.killedBecause !== undefined && this.jobs.size === 0) this.kill();
   }
 
   private onExit(code: number | null, signal: NodeJS.Signals | null): void {
     this.exited = true;
     this.renders.clear();
+    clearTimeout(this.stuckTimer);
     const how = signal ? `signal ${signal}` : `exit status ${code}`;
     const error = this.killedBecause ? `the model runner was stopped: ${this.killedBecause}` : `the model runner stopped unexpectedly (${how})`;
     for (const job of this.jobs.values()) job.reject(new ModelRunError(error));

@@ -320,7 +320,9 @@ export type FromRunner =
   /** Sent before loading anything; the child waits for `admit` (or is stopped). */
   | { type: "estimate"; estimate: MemoryEstimate }
   | { type: "loaded"; info: RunnerInfo }
-  /** The job's prompt was rendered with the model's chat template (the parent's render budget stops: runner/render-budget.ts). */
+  /** The child starts rendering the job's prompt with the model's chat template (the parent's render budget starts: runner/render-budget.ts). */
+  | { type: "render-start"; id: number }
+  /** The job's prompt was rendered with the model's chat template (the parent's render budget stops). */
   | { type: "prompt-ready"; id: number }
   | { type: "load-failed"; kind: RunnerFailureKind; message: string }
   /** `logprobs`: one per token of `text`, when the job asked for them. */
@@ -330,7 +332,8 @@ export type FromRunner =
   | { type: "chat-done"; id: number; result: ChatResult }
   | { type: "embedded"; id: number; result: EmbedResult }
   | { type: "rendered"; id: number; text: string }
-  | { type: "tokens"; id: number; tokens: number[] }
+  /** Tokens, packed (runner/token-parts.ts): little-endian 32-bit integers in base64; `more`: further parts follow. */
+  | { type: "tokens"; id: number; data: string; more?: boolean | undefined }
   | { type: "ranked"; id: number; result: RankResult }
   | { type: "failed"; id: number; kind: RunnerFailureKind; message: string }
   | { type: "log"; level: "debug" | "info" | "warn" | "error"; msg: string; data?: Record<string, unknown> }

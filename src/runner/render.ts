@@ -8,6 +8,8 @@ import { chatWrapperOf, toHistory } from "./chat.js";
 import { answerPrompt, promptText } from "./thinking-form.js";
 import type { RenderJob } from "./protocol.js";
 import type { JobRuntime } from "./runtime.js";
+import { tokenizeAsync } from "./tokens.js";
+import { tokenMessages } from "./token-parts.js";
 
 /** Answers one `render` job with `rendered` (or `failed` when the template rejects the turns). */
 export function runRender(rt: JobRuntime, id: number, job: RenderJob): void {
@@ -24,16 +26,29 @@ export function runRender(rt: JobRuntime, id: number, job: RenderJob): void {
   }
 }
 
-/** Answers one `tokenize` job: special tokens parsed, no BOS added (the runner adds it when it evaluates). */
-export function runTokenize(rt: JobRuntime, id: number, text: string, addSpecial = false, parseSpecial = true): void {
+/**
+ * Answers one `tokenize` job: special tokens parsed, no BOS added (the runner adds it when it
+ * evaluates). The text is tokenized in chunks (runner/tokens.ts) and a `cancel` stops it between
+ * two; the tokens go back in parts of packed 32-bit integers (runner/token-parts.ts).
+ */
+export async function runTokenize(rt: JobRuntime, id: number, text: string, addSpecial = false, parseSpecial = true): Promise<void> {
   const l = rt.loaded();
   if (!l) return rt.send({ type: "failed", id, kind: "other", message: "model is not loaded" });
-  const tokens: number[] = [...l.model.tokenize(text, parseSpecial)];
-  // llama-server's add_special: BOS/EOS exactly where the vocabulary's add_bos/add_eos flags ask.
-  const { bos, eos, shouldPrependBosToken, shouldAppendEosToken } = l.model.tokens;
-  if (addSpecial && shouldPrependBosToken && bos !== null) tokens.unshift(bos);
-  if (addSpecial && shouldAppendEosToken && eos !== null) tokens.push(eos);
-  rt.send({ type: "tokens", id, tokens });
+  const abort = new AbortController();
+  rt.jobs.set(id, abort);
+  try {
+    const tokens = await tokenizeAsync(l.model, text, parseSpecial, undefined, abort.signal);
+    // llama-server's add_special: BOS/EOS exactly where the vocabulary's add_bos/add_eos flags ask.
+    const { bos, eos, shouldPrependBosToken, shouldAppendEosToken } = l.model.tokens;
+    if (addSpecial && shouldPrependBosToken && bos !== null) tokens.unshift(bos);
+    if (addSpecial && shouldAppendEosToken && eos !== null) tokens.push(eos);
+    for (const msg of tokenMessages(id, tokens)) rt.send(msg);
+  } catch (err) {
+    if (abort.signal.aborted) return rt.send({ type: "failed", id, kind: "other", message: "cancelled" });
+    rt.send({ type: "failed", id, kind: "other", message: rt.clientSafe(err, l.modelFile) });
+  } finally {
+    rt.jobs.delete(id);
+  }
 }
 
 /** Answers one `detokenize` job with `rendered`: special tokens written out, as llama-server's /detokenize. */
@@ -47,7 +62,8 @@ export function runDetokenize(rt: JobRuntime, id: number, tokens: number[]): voi
   rt.send({ type: "rendered", id, text: l.model.detokenize(tokens as Token[], true) });
 }
 
-function vocabularySize(model: LlamaModel): number {
+/** Number of tokens in the model's vocabulary (ids are below it). */
+export function vocabularySize(model: LlamaModel): number {
   const tokens = (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: unknown } } }).tokenizer?.ggml?.tokens;
   return Array.isArray(tokens) ? tokens.length : 0;
 }
