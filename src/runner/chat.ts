@@ -165,6 +165,7 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     const limit = inputLimit(contextSize);
     if (fullTokens.length > limit && job.truncate === false) throw new JobFailure("invalid", CONTEXT_EXCEEDED);
     const { history, tokens } = await fitHistory(base, l.model, full, fullTokens, functions, limit, abort.signal);
+    if (tokens.length > limit && functions) await toolsFit(base, l.model, history, functions, limit, abort.signal);
     // What still does not fit (one turn longer than the context) LlamaChat cuts from its front.
     const truncatedTokens = fullTokens.length - tokens.length + Math.max(0, tokens.length - limit);
     abort.signal.throwIfAborted();
@@ -288,6 +289,17 @@ async function fitHistory(wrapper: ChatWrapper, model: LlamaModel, history: Chat
     }
   }
   return best;
+}
+
+/**
+ * A prompt still over the context after truncation is cut from its front by LlamaChat, which
+ * cannot cut the tools' documentation: when the tools and system messages alone do not fit, the
+ * request is refused (a 400: the client's tools are too many for this context).
+ */
+async function toolsFit(wrapper: ChatWrapper, model: LlamaModel, history: ChatHistoryItem[], functions: ChatModelFunctions, limit: number, signal: AbortSignal): Promise<void> {
+  const fixed: ChatHistoryItem[] = [...history.filter((item) => item.type === "system"), { type: "user", text: "" }, { type: "model", response: [] }];
+  const tokens = (await tokenizeLlamaText(model, renderText(wrapper, fixed, functions), signal)).length;
+  if (tokens > limit) throw new JobFailure("invalid", `the tools (${Object.keys(functions).length}) and system messages take ${tokens} tokens, more than the context allows for a prompt (${limit})`);
 }
 
 /** The prompt exactly as LlamaChat renders it (BOS included once tokenized): for the slot pick and the counts. */

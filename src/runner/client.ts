@@ -13,6 +13,7 @@ import { GgufError, validateGguf } from "../gguf/gguf.js";
 import { formatBytes } from "../units.js";
 import { RenderBudget, seconds } from "./render-budget.js";
 import { TokenParts } from "./token-parts.js";
+import { jobLimitError } from "./limits.js";
 import type { ChatJob, ChatResult, EmbedJob, EmbedResult, FromRunner, GenerateJob, GenerateStats, LoadSpec, MemoryEstimate, RankJob, RankResult, RenderJob, RunnerFailureKind, RunnerInfo, TokenLogprob, ToRunner } from "./protocol.js";
 
 /** What metrics learn about each finished job. */
@@ -193,6 +194,8 @@ export class Runner {
 
   /** Tokens of `text` with special tokens parsed; BOS/EOS as the vocabulary asks only with `addSpecial`. */
   tokenize(text: string, signal?: AbortSignal, addSpecial = false, parseSpecial = true): Promise<Uint32Array> {
+    // The client already left (a truncation search goes on rendering): nothing for the runner to do.
+    if (signal?.aborted) return Promise.reject(new ModelRunError("the request was cancelled"));
     return this.run<Uint32Array>((id) => ({ type: "tokenize", id, text, ...(addSpecial ? { addSpecial } : {}), ...(parseSpecial ? {} : { parseSpecial }) }), { onChunk: () => undefined }, signal);
   }
 
@@ -217,6 +220,8 @@ export class Runner {
     // IPC serialises with JSON.stringify, which overflows the stack on very deep values (a `format`
     // or tool schema nested thousands of levels): refuse those before sending.
     if (nestedDeeperThan(msg, MAX_JOB_DEPTH)) return Promise.reject(new BadRequestError(`request nested too deeply (more than ${MAX_JOB_DEPTH} levels)`));
+    const overLimit = jobLimitError(msg);
+    if (overLimit !== undefined) return Promise.reject(new BadRequestError(overLimit));
     return new Promise<T>((resolve, reject) => {
       const onAbort = () => this.send({ type: "cancel", id });
       signal?.addEventListener("abort", onAbort, { once: true });

@@ -1,0 +1,47 @@
+/**
+ * Bounds on what a job asks of the runner beyond its prompt (checked by the parent before a job is
+ * sent; docs/security.md). Compiling a `format` schema into a grammar and preparing stop sequences
+ * run synchronously in the runner and cost time or memory in proportion to their size: an enum of
+ * 64k strings took ~20 s to compile before the first token, 16 stop sequences of ~480 KiB held
+ * 1.8 GiB. Each limit is far above what a real request needs; a request over one is a 400 naming it.
+ */
+import type { GenerateJob, ChatJob, ToRunner } from "./protocol.js";
+
+/** Bytes of a `format` JSON schema (as JSON). */
+export const MAX_SCHEMA_BYTES = 64 * 1024;
+/** Alternatives a `format` schema offers in all: `enum` values and `anyOf`/`oneOf` branches. */
+export const MAX_SCHEMA_ALTERNATIVES = 1024;
+/** Stop sequences of one request. */
+export const MAX_STOP_SEQUENCES = 64;
+/** Characters of one stop sequence. */
+export const MAX_STOP_CHARACTERS = 4096;
+
+/** Why a job breaks a limit (the client's 400), or undefined. */
+export function jobLimitError(msg: ToRunner): string | undefined {
+  if (msg.type !== "generate" && msg.type !== "chat") return undefined;
+  const job: GenerateJob | ChatJob = msg.job;
+  if (job.stop.length > MAX_STOP_SEQUENCES) return `too many stop sequences: ${job.stop.length} (the limit is ${MAX_STOP_SEQUENCES})`;
+  const long = job.stop.find((s) => s.length > MAX_STOP_CHARACTERS);
+  if (long !== undefined) return `stop sequence too long: ${long.length} characters (the limit is ${MAX_STOP_CHARACTERS})`;
+  if (job.grammar?.kind !== "schema") return undefined;
+  const bytes = Buffer.byteLength(JSON.stringify(job.grammar.schema), "utf8");
+  if (bytes > MAX_SCHEMA_BYTES) return `format schema too large: ${bytes} bytes of JSON (the limit is ${MAX_SCHEMA_BYTES})`;
+  const alternatives = countAlternatives(job.grammar.schema);
+  if (alternatives > MAX_SCHEMA_ALTERNATIVES) return `format schema has too many alternatives: ${alternatives} enum values and anyOf/oneOf branches (the limit is ${MAX_SCHEMA_ALTERNATIVES})`;
+  return undefined;
+}
+
+/** `enum` values and `anyOf`/`oneOf` branches anywhere in `value`. */
+function countAlternatives(value: unknown): number {
+  if (value === null || typeof value !== "object") return 0;
+  let n = 0;
+  if (Array.isArray(value)) {
+    for (const item of value) n += countAlternatives(item);
+    return n;
+  }
+  for (const [key, child] of Object.entries(value)) {
+    if ((key === "enum" || key === "anyOf" || key === "oneOf") && Array.isArray(child)) n += child.length;
+    n += countAlternatives(child);
+  }
+  return n;
+}
