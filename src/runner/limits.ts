@@ -11,8 +11,8 @@ import type { GenerateJob, ChatJob, ToRunner } from "./protocol.js";
 export const MAX_SCHEMA_BYTES = 64 * 1024;
 /** Alternatives a `format` schema offers in all: `enum` values and `anyOf`/`oneOf` branches. */
 export const MAX_SCHEMA_ALTERNATIVES = 1024;
-/** Stop sequences of one request. */
-export const MAX_STOP_SEQUENCES = 64;
+/** Stop sequences of one request (the API schemas' own maxItems; a Modelfile's PARAMETER stop lines too). */
+export const MAX_STOP_SEQUENCES = 16;
 /** Characters of one stop sequence. */
 export const MAX_STOP_CHARACTERS = 4096;
 
