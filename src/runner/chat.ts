@@ -148,7 +148,6 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     // The template renders first: the parent's render budget times from `render-start` until
     // `prompt-ready` (runner/render-budget.ts). Tokenizing the prompt is outside it: it goes in
     // chunks that a cancel stops (runner/tokens.ts).
-    rt.send({ type: "render-start", id });
     const functions = functionsOf(job);
     if (typeof job.toolChoice === "object" && functions && Object.keys(functions).length === 0) throw new JobFailure("invalid", `tool '${job.toolChoice.name}' is not among the tools`);
     const forced = functions !== undefined && (job.toolChoice === "required" || typeof job.toolChoice === "object");
@@ -157,15 +156,23 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     const base = thinking?.wrapper ?? chatWrapperOf(l.model);
     const wrapper = forced ? forcingToolCall(base) : base;
     const full = thinking?.history ?? toHistory(job.turns);
-    const fullText = renderText(base, full, functions);
-    rt.send({ type: "prompt-ready", id });
+    // Every render of the job (the truncation's too) is timed by the parent's render budget.
+    const render = (history: ChatHistoryItem[]): LlamaText => {
+      rt.send({ type: "render-start", id });
+      try {
+        return renderText(base, history, functions);
+      } finally {
+        rt.send({ type: "prompt-ready", id });
+      }
+    };
+    const fullText = render(full);
     const fullTokens = await tokenizeLlamaText(l.model, fullText, abort.signal);
     if (job.countOnly) return rt.send({ type: "chat-done", id, result: { toolCalls: [], stats: { promptTokens: fullTokens.length, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason: "stop", context: [], truncatedTokens: 0 } } });
     const contextSize = l.context.contextSize;
     const limit = inputLimit(contextSize);
     if (fullTokens.length > limit && job.truncate === false) throw new JobFailure("invalid", CONTEXT_EXCEEDED);
-    const { history, tokens } = await fitHistory(base, l.model, full, fullTokens, functions, limit, abort.signal);
-    if (tokens.length > limit && functions) await toolsFit(base, l.model, history, functions, limit, abort.signal);
+    const { history, tokens } = await fitHistory(render, l.model, full, fullTokens, limit, abort.signal);
+    if (tokens.length > limit && functions) await toolsFit(render, l.model, history, Object.keys(functions).length, limit, abort.signal);
     // What still does not fit (one turn longer than the context) LlamaChat cuts from its front.
     const truncatedTokens = fullTokens.length - tokens.length + Math.max(0, tokens.length - limit);
     abort.signal.throwIfAborted();
@@ -259,7 +266,7 @@ function inputLimit(contextSize: number): number {
  * the droppable spans go is found by a binary search over their number (a shorter history renders
  * to fewer tokens): a few renders and tokenizations, not one per message.
  */
-async function fitHistory(wrapper: ChatWrapper, model: LlamaModel, history: ChatHistoryItem[], tokens: Token[], functions: ChatModelFunctions | undefined, limit: number, signal: AbortSignal): Promise<{ history: ChatHistoryItem[]; tokens: Token[] }> {
+async function fitHistory(render: (history: ChatHistoryItem[]) => LlamaText, model: LlamaModel, history: ChatHistoryItem[], tokens: Token[], limit: number, signal: AbortSignal): Promise<{ history: ChatHistoryItem[]; tokens: Token[] }> {
   if (tokens.length <= limit) return { history, tokens };
   // The turns before the first non-system one stay; the k-th drop removes everything from there
   // up to the k-th user turn after it, the last user turn never.
@@ -278,7 +285,7 @@ async function fitHistory(wrapper: ChatWrapper, model: LlamaModel, history: Chat
   while (low <= high) {
     const mid = (low + high) >> 1;
     const kept = without(mid);
-    const keptTokens = await tokenizeLlamaText(model, renderText(wrapper, kept, functions), signal);
+    const keptTokens = await tokenizeLlamaText(model, render(kept), signal);
     if (keptTokens.length <= limit) {
       best = { history: kept, tokens: keptTokens };
       high = mid - 1;
@@ -296,10 +303,10 @@ async function fitHistory(wrapper: ChatWrapper, model: LlamaModel, history: Chat
  * cannot cut the tools' documentation: when the tools and system messages alone do not fit, the
  * request is refused (a 400: the client's tools are too many for this context).
  */
-async function toolsFit(wrapper: ChatWrapper, model: LlamaModel, history: ChatHistoryItem[], functions: ChatModelFunctions, limit: number, signal: AbortSignal): Promise<void> {
+async function toolsFit(render: (history: ChatHistoryItem[]) => LlamaText, model: LlamaModel, history: ChatHistoryItem[], tools: number, limit: number, signal: AbortSignal): Promise<void> {
   const fixed: ChatHistoryItem[] = [...history.filter((item) => item.type === "system"), { type: "user", text: "" }, { type: "model", response: [] }];
-  const tokens = (await tokenizeLlamaText(model, renderText(wrapper, fixed, functions), signal)).length;
-  if (tokens > limit) throw new JobFailure("invalid", `the tools (${Object.keys(functions).length}) and system messages take ${tokens} tokens, more than the context allows for a prompt (${limit})`);
+  const tokens = (await tokenizeLlamaText(model, render(fixed), signal)).length;
+  if (tokens > limit) throw new JobFailure("invalid", `the tools (${tools}) and system messages take ${tokens} tokens, more than the context allows for a prompt (${limit})`);
 }
 
 /** The prompt exactly as LlamaChat renders it (BOS included once tokenized): for the slot pick and the counts. */

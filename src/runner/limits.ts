@@ -1,9 +1,9 @@
 /**
  * Bounds on what a job asks of the runner beyond its prompt (checked by the parent before a job is
  * sent; docs/security.md). Compiling a `format` schema into a grammar and preparing stop sequences
- * run synchronously in the runner and cost time or memory in proportion to their size: an enum of
- * 64k strings took ~20 s to compile before the first token, 16 stop sequences of ~480 KiB held
- * 1.8 GiB. Each limit is far above what a real request needs; a request over one is a 400 naming it.
+ * run synchronously in the runner, before the first token, and cost time and memory in proportion
+ * to their size (a large enum takes seconds, long stop sequences hold memory for good). Each limit
+ * is far above what a real request needs; a request over one is a 400 naming it.
  */
 import type { GenerateJob, ChatJob, ToRunner } from "./protocol.js";
 

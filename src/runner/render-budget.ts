@@ -2,9 +2,10 @@
  * The render budget (issue 13 item 15). A model without a Go template has its prompts rendered by
  * the GGUF's own Jinja chat template inside its runner, synchronously: a template that loops on
  * some chats (it can count the messages, see their roles and the tools) pins the runner's only
- * thread, and nothing inside it can interrupt the loop. So the parent times each job that renders,
- * from sending it until the child reports its prompt ready (or the job settles); a job over the
- * budget means a stuck runner, which the parent kills (runner/client.ts).
+ * thread, and nothing inside it can interrupt the loop. So the parent times each render, from the
+ * child's `render-start` (not from sending the job: a job may wait in the child behind other work)
+ * until it reports the prompt ready (or the job settles); a render over the budget fails its
+ * request and retires the runner (runner/client.ts).
  */
 export class RenderBudget {
   private readonly timers = new Map<number, NodeJS.Timeout>();
@@ -15,9 +16,10 @@ export class RenderBudget {
     private readonly onOverrun: (id: number) => void,
   ) {}
 
-  /** Starts timing job `id`'s render. */
+  /** Starts timing job `id`'s render (again, for a job that renders more than once). */
   start(id: number): void {
     if (this.budgetMs === undefined) return;
+    clearTimeout(this.timers.get(id));
     const timer = setTimeout(() => {
       this.timers.delete(id);
       this.onOverrun(id);

@@ -19,6 +19,7 @@ export function runRender(rt: JobRuntime, id: number, job: RenderJob): void {
     const functions: ChatModelFunctions | undefined = job.tools?.length
       ? Object.fromEntries(job.tools.map((t) => [t.name, { ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { params: t.parameters as GbnfJsonSchema } : {}) }]))
       : undefined;
+    rt.send({ type: "render-start", id });
     const { text } = answerPrompt(l.model, chatWrapperOf(l.model), toHistory(job.turns), job.think, functions);
     rt.send({ type: "rendered", id, text: promptText(text, l.model) });
   } catch (err) {
