@@ -237,7 +237,8 @@ export async function runChat(rt: JobRuntime, id: number, job: ChatJob): Promise
     });
   } catch (err) {
     if (err instanceof JobFailure) return rt.send({ type: "failed", id, kind: err.kind, message: err.message });
-    if (abort.signal.aborted) return rt.send({ type: "failed", id, kind: "other", message: "cancelled" });
+    // Cancelled before anything was generated (while the prompt was tokenized): as any cancel, a result.
+    if (abort.signal.aborted) return rt.send({ type: "chat-done", id, result: { toolCalls: [], stats: { promptTokens: 0, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason: "cancelled", context: [], truncatedTokens: 0 } } });
     const oom = /out of memory/i.test(String(err));
     rt.log("error", "chat failed", { err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
     rt.send({ type: "failed", id, kind: oom ? "memory" : "other", message: oom ? "out of memory" : rt.clientSafe(err, l.modelFile) });

@@ -268,7 +268,8 @@ async function promptTokens(l: Loaded, id: number, job: GenerateJob, signal: Abo
   const { model } = l;
   const context = (job.prompt.context ?? []) as Token[];
   const size = vocabularySize(model);
-  const outside = context.find((t) => t >= size);
+  // An id past the vocabulary fails llama.cpp's decode (the size is unknown only without a token list).
+  const outside = size > 0 ? context.find((t) => t >= size) : undefined;
   if (outside !== undefined) throw new JobFailure(`context token ${outside} is not in the model's vocabulary (size ${size})`);
   if (job.prompt.kind === "text") return { tokens: [...context, ...(await tokenizeAsync(model, job.prompt.text, true, undefined, signal))], stopTriggers: [] };
   send({ type: "render-start", id });
