@@ -17,15 +17,20 @@ t.test("tokenizing is linear, cancellable, and a long answer does not hold the d
   const tokenize = async (content: string, signal?: AbortSignal) => {
     const t0 = performance.now();
     const res = await postJson(`${url}/api/tokenize`, { model: "tiny", content }, signal ? { signal } : {});
-    const body = (await res.json()) as { tokens: number[] };
-    return { ms: performance.now() - t0, status: res.status, count: body.tokens?.length };
+    // Counted, not parsed: the daemon runs in this process, and parsing millions of numbers here
+    // would be timed with it.
+    const body = await res.text();
+    if (!body.startsWith('{"tokens":[') || !body.endsWith("]}")) return { ms: performance.now() - t0, status: res.status, count: undefined };
+    let count = body === '{"tokens":[]}' ? 0 : 1;
+    for (let at = body.indexOf(","); at >= 0; at = body.indexOf(",", at + 1)) count++;
+    return { ms: performance.now() - t0, status: res.status, count };
   };
   t.equal((await tokenize("hi")).status, 200, "the model is loaded");
   const emoji = (bytes: number) => EMOJI.repeat(bytes / 4);
 
-  // Each size twice, alternating; the faster of the two counts (the machine is shared).
+  // Each size three times, alternating; the fastest counts (the machine is shared).
   const best: Record<number, number> = {};
-  for (let round = 0; round < 2; round++) {
+  for (let round = 0; round < 3; round++) {
     for (const size of [256 * KiB, 1024 * KiB, 4096 * KiB]) {
       const r = await tokenize(emoji(size), AbortSignal.timeout(300_000));
       t.equal(r.count, size + 1, `${size / KiB} KiB of emoji: 4 byte tokens each, after the space SentencePiece puts first`);
@@ -37,20 +42,27 @@ t.test("tokenizing is linear, cancellable, and a long answer does not hold the d
   t.ok(quarter <= 6, `4 × the input (256 KiB → 1 MiB) costs ≤ 6 × the time (${quarter.toFixed(2)} ×: ${Math.round(best[256 * KiB]!)} → ${Math.round(best[1024 * KiB]!)} ms)`);
   t.ok(four <= 6, `4 × the input (1 MiB → 4 MiB) costs ≤ 6 × the time (${four.toFixed(2)} ×: ${Math.round(best[1024 * KiB]!)} → ${Math.round(best[4096 * KiB]!)} ms)`);
 
-  t.test("a client that leaves stops its tokenizing", async (t) => {
-    const full = best[4096 * KiB]!;
-    const leaving = new AbortController();
-    const big = tokenize(emoji(4096 * KiB), leaving.signal).catch(() => undefined);
-    // Half way through (as long as the same tokenizing took above), the client goes away.
-    await new Promise((r) => setTimeout(r, full / 2));
-    leaving.abort();
-    const t0 = performance.now();
-    const next = await tokenize("hello", AbortSignal.timeout(300_000));
-    const waited = performance.now() - t0;
-    await big;
-    t.equal(next.status, 200, "the next request is served");
-    t.ok(waited < full / 4, `it waited ${Math.round(waited)} ms, not for the rest of the abandoned ${Math.round(full)} ms`);
-  });
+  const requests: [string, (signal: AbortSignal) => Promise<unknown>][] = [
+    ["/api/tokenize", (signal) => tokenize(emoji(4096 * KiB), signal)],
+    ["raw /api/generate", (signal) => postJson(`${url}/api/generate`, { model: "tiny", prompt: emoji(4096 * KiB), raw: true, stream: false, options: { num_predict: 1 } }, { signal }).then((r) => r.text())],
+  ];
+  for (const [name, request] of requests) {
+    t.test(`a client that leaves stops its tokenizing: ${name}`, async (t) => {
+      const full = best[4096 * KiB]!;
+      const leaving = new AbortController();
+      const big = request(leaving.signal).catch(() => undefined);
+      // A quarter of the way through (by how long the same tokenizing took above), the client goes
+      // away: tokenizing on regardless would keep the runner for about three quarters more.
+      await new Promise((r) => setTimeout(r, full / 4));
+      leaving.abort();
+      const t0 = performance.now();
+      const next = await tokenize("hello", AbortSignal.timeout(300_000));
+      const waited = performance.now() - t0;
+      await big;
+      t.equal(next.status, 200, "the next request is served");
+      t.ok(waited < full / 3, `it waited ${Math.round(waited)} ms, not for the rest of the abandoned ${Math.round(full)} ms`);
+    });
+  }
 
   t.test("a long answer leaves the daemon answering others", async (t) => {
     // "a" repeated with spaces: one token per word (linear before the fix too): ~2.5M tokens, ~12 MB of JSON.
