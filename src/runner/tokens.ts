@@ -41,7 +41,8 @@ interface Seams {
 
 interface Linear {
   raw: Native;
-  seams: Seams | undefined;
+  /** Where text may be cut; undefined for a vocabulary that is not cut. Read from the vocabulary the first time a long text comes. */
+  readonly seams: Seams | undefined;
 }
 
 const linears = new WeakMap<LlamaModel, Linear>();
@@ -64,11 +65,18 @@ function linearOf(model: LlamaModel): Linear {
   if (linear) return linear;
   const addon = addonOf(model);
   const raw = addon.tokenize.bind(addon) as Native;
-  const made: Linear = { raw, seams: model.vocabularyType === "spm" ? seamsOf(model) : undefined };
+  let seams: Seams | undefined | null = null;
+  const made: Linear = {
+    raw,
+    get seams() {
+      if (seams === null) seams = model.vocabularyType === "spm" ? seamsOf(model) : undefined;
+      return seams;
+    },
+  };
   linears.set(model, made);
   // The addon's methods are read-only on its prototype: an own property of the instance replaces it.
   const linearTokenize: Native = (text, parseSpecial) => {
-    if (made.seams === undefined || text.length <= 2 * CHUNK_UNITS) return raw(text, parseSpecial);
+    if (text.length <= 2 * CHUNK_UNITS || made.seams === undefined) return raw(text, parseSpecial);
     try {
       const parts = [...pieces(made, text, parseSpecial)];
       return parts.length === 1 ? parts[0]! : concat(parts);
@@ -220,8 +228,9 @@ type TokenizeOptions = "trimLeadingSpace" | undefined;
 export async function tokenizeAsync(model: LlamaModel, text: string, parseSpecial: boolean, options?: TokenizeOptions, signal?: AbortSignal): Promise<Token[]> {
   signal?.throwIfAborted();
   const linear = linearOf(model);
+  if (text.length <= 2 * CHUNK_UNITS) return model.tokenize(text, parseSpecial, options);
   const seams = linear.seams;
-  if (seams === undefined || text.length <= 2 * CHUNK_UNITS) return model.tokenize(text, parseSpecial, options);
+  if (seams === undefined) return model.tokenize(text, parseSpecial, options);
   const firstWord = text.search(/[^ ]/);
   const first = firstWord < 0 ? -1 : nextSeam(seams, text, Math.max(CHUNK_UNITS, firstWord + 1));
   if (first < 0) return model.tokenize(text, parseSpecial, options);
