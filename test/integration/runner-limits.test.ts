@@ -10,7 +10,8 @@ import { assertError } from "../helpers/assert-error.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
 
 t.test("runner limits and client errors", async (t) => {
-  const { url } = await startDaemon(t);
+  // `chat`: a chat template that shows tools (the tools capability), for the tools case.
+  const { url } = await startDaemon(t, { models: [{ name: "tiny" }, { name: "chat", make: { preset: "tiny", chatTemplate: "chatml-tools" } }] });
   const hi = [{ role: "user", content: "hi" }];
   const chat = (body: Record<string, unknown>) => postJson(`${url}/api/chat`, { model: "tiny", messages: hi, stream: false, ...body, options: { num_predict: 2, ...(body.options as object) } });
   t.equal((await chat({})).status, 200, "a plain chat is served");
@@ -43,8 +44,8 @@ t.test("runner limits and client errors", async (t) => {
 
   t.test("tools that alone do not fit the context are a 400", async (t) => {
     const tools = Array.from({ length: 5000 }, (_, i) => ({ type: "function", function: { name: `tool_${i}`, description: `does thing number ${i}`, parameters: { type: "object", properties: { x: { type: "string" } } } } }));
-    const res = await chat({ tools });
+    const res = await chat({ model: "chat", tools });
     await assertError(t, res, 400, /^the tools \(5000\) and system messages take \d+ tokens, more than the context allows for a prompt \(\d+\)$/);
-    t.equal((await chat({ tools: tools.slice(0, 2) })).status, 200, "a few tools are served");
+    t.equal((await chat({ model: "chat", tools: tools.slice(0, 2) })).status, 200, "a few tools are served");
   });
 });
