@@ -34,7 +34,7 @@ import { healthRoutes } from "./routes/health.js";
 import type { Services } from "./routes/services.js";
 import { Scheduler, type SchedulerOptions } from "./scheduler/scheduler.js";
 import { PolicyTable, readPolicyFile } from "./scheduler/policy.js";
-import { preloadModels } from "./scheduler/preload.js";
+import { preloadModels, type PreloadHooks } from "./scheduler/preload.js";
 import { VERSION } from "./version.js";
 
 export interface AppDeps {
@@ -54,11 +54,18 @@ export interface App {
   listen(): Promise<AddressInfo>;
   /** Graceful shutdown: refuse new work, drain within the timeout, unload every model, stop listening. */
   close(): Promise<void>;
-  /** Re-reads SERVICE_MODELS_CONFIG (SIGHUP); an invalid file is logged and the policy in force kept. */
-  reloadPolicy(): Promise<void>;
+  /**
+   * Re-reads SERVICE_MODELS_CONFIG (reload, SIGHUP); an invalid file is logged at error and the
+   * policy in force kept. Reloads run one at a time; one asked for while another waits to start
+   * joins it. Resolves when the new policy is in force (before its preloads), with the outcome.
+   */
+  reloadPolicy(): Promise<ReloadOutcome>;
   /** Loads the models the policy marks `preload` (after listening; failures are logged). */
-  preload(): Promise<void>;
+  preload(hooks?: PreloadHooks): Promise<void>;
 }
+
+/** What a reload did: `error` says why the file was refused (and the old policy kept). */
+export type ReloadOutcome = { ok: true; models: string[] } | { ok: false; error: string };
 
 export async function createApp(config: Readonly<Config>, deps: AppDeps): Promise<App> {
   const { log } = deps;
@@ -134,18 +141,34 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
       stopBlobCollection();
     })());
 
-  const preload = () => preloadModels(policy, store, scheduler, log);
-  const reloadPolicy = async () => {
-    if (!config.modelsConfig) return;
+  const preload = (hooks?: PreloadHooks) => preloadModels(policy, store, scheduler, log, hooks);
+  const readPolicy = async (): Promise<ReloadOutcome> => {
+    if (!config.modelsConfig) return { ok: true, models: [] };
     try {
       policy = await readPolicyFile(config.modelsConfig);
     } catch (err) {
-      log.error({ err: (err as Error).message }, "policy file not reloaded; the policy in force stays");
-      return;
+      const error = (err as Error).message;
+      log.error({ err: error }, "policy file not reloaded; the policy in force stays");
+      return { ok: false, error };
     }
-    log.info({ file: config.modelsConfig, models: policy.entries().map((p) => p.name) }, "policy file reloaded");
+    const models = policy.entries().map((p) => p.name);
+    log.info({ file: config.modelsConfig, models }, "policy file reloaded");
     scheduler.applyPolicy();
-    await preload();
+    void preload();
+    return { ok: true, models };
+  };
+  // One reload at a time (a burst of SIGHUPs reads the file once or twice, never in parallel).
+  let tail: Promise<unknown> = Promise.resolve();
+  let waiting: Promise<ReloadOutcome> | undefined;
+  const reloadPolicy = (): Promise<ReloadOutcome> => {
+    if (waiting) return waiting;
+    const next = tail.then(() => {
+      waiting = undefined;
+      return readPolicy();
+    });
+    waiting = next;
+    tail = next.catch(() => undefined);
+    return next;
   };
 
   return {

@@ -93,6 +93,13 @@ export class ServiceBusyError extends HttpError {
   }
 }
 
+/** 503 from `/readyz`: not ready is the answer, not a failure. */
+export class NotReadyError extends ServiceBusyError {
+  constructor(message: string) {
+    super(message);
+  }
+}
+
 /** 503 while draining on SIGTERM. */
 export class ShuttingDownError extends ServiceBusyError {
   constructor() {

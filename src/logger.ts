@@ -1,6 +1,7 @@
 /**
- * Logging: pino lines on stdout — JSON for journald, a pipe or a file; readable lines
- * (pino-pretty) when stdout is a terminal — and, when `SERVICE_LOG_DIR` is set, rotating JSON
+ * Logging: pino lines on stdout — JSON for a pipe or a file; readable lines (pino-pretty, one line
+ * per record) when stdout is a terminal; journal entries with their priority and fields when stdout
+ * is the journal (src/journal.ts) — and, when `SERVICE_LOG_DIR` is set, rotating JSON
  * files through pino-roll (daily and by size, 14 kept).
  *
  * Stdout is written from the main thread, synchronously, as pino does by default (and as Node
@@ -14,6 +15,7 @@ import path from "node:path";
 import { isatty } from "node:tty";
 import { pino, type DestinationStream, type Logger, type StreamEntry } from "pino";
 import { prettyFactory } from "pino-pretty";
+import { journalDestination } from "./journal.js";
 
 export type { Logger };
 
@@ -32,7 +34,9 @@ const destinations = new WeakMap<Logger, DestinationStream[]>();
 
 /** Creates the daemon's logger. */
 export function createLogger(options: LoggerOptions): Logger {
-  const level = options.level as pino.Level;
+  // The logger's own level filters; the streams take every record it passes, so that a reload can
+  // change the level (`log.level = ...`) for all of them.
+  const level: pino.Level = "trace";
   const streams: StreamEntry[] = [{ level, stream: stdoutDestination() }];
   if (options.logDir) {
     const file = pino.transport({
@@ -62,11 +66,14 @@ export function createLogger(options: LoggerOptions): Logger {
 }
 
 function stdoutDestination(): DestinationStream {
+  const journal = journalDestination(process.env);
+  if (journal) return journal;
   const out = pino.destination({ dest: 1, sync: true });
   if (!isatty(1)) return out;
-  // A person at a terminal reads `[12:00:00.000] INFO: message`, the fields indented below it.
-  // Formatted here, synchronously, so that the last lines before an exit are never lost.
-  const prettify = prettyFactory({ colorize: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname" });
+  // A person at a terminal reads `[12:00:00.000] INFO: message {"field":...}`: one line per record
+  // (an error's stack below it). Formatted here, synchronously, so that the last lines before an
+  // exit are never lost.
+  const prettify = prettyFactory({ colorize: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname", singleLine: true });
   return { write: (line: string) => out.write(prettify(line)) };
 }
 

@@ -5,10 +5,12 @@
 import { accessSync, constants, existsSync } from "node:fs";
 import path from "node:path";
 import closeWithGrace from "close-with-grace";
-import { createApp } from "./app.js";
+import { createApp, type App } from "./app.js";
 import { reportBackend } from "./backend.js";
 import { ConfigError, loadConfig, unknownVariables, withAliases, type Config } from "./config.js";
-import { createLogger, flushLogger } from "./logger.js";
+import { controlSocketPath, listenControl, type ReloadAnswer, type ReloadRequest } from "./control.js";
+import { createLogger, flushLogger, type Logger } from "./logger.js";
+import { Notifier } from "./systemd.js";
 import { serveArguments, serveHelp, usage } from "./usage.js";
 import { VERSION } from "./version.js";
 
@@ -33,17 +35,27 @@ async function serve(): Promise<void> {
   });
   const log = createLogger({ level: config.logLevel, logDir: config.logDir });
   for (const u of unknownVariables(process.env)) log.warn({ variable: u.variable, suggestion: u.suggestion }, u.message);
+  let notifyFailed = false;
+  const notifier = Notifier.fromEnv(process.env, (message) => {
+    if (!notifyFailed) log.error(message); // once: the watchdog would repeat it every few seconds
+    notifyFailed = true;
+  });
+  notifier.startWatchdog(); // from the start: a start that hangs is caught too
   const app = await createApp(config, { log }).catch((err: unknown) => {
     if (!(err instanceof ConfigError)) return storeFailure(err, config);
     process.stderr.write(`lmd: ${err.message}\n`); // SERVICE_MODELS_CONFIG read at start
     process.exit(EX_CONFIG);
   });
+  const status = () => statusLine(app.services.scheduler);
+  let closeControl: (() => void) | undefined;
   // Unloading models after the drain can take a few seconds; give close-with-grace room for it.
-  // With a policy file, SIGHUP re-reads it (systemctl reload lmd); without one it stops the
-  // daemon like SIGTERM (a closed terminal), as before.
-  const skip: "SIGHUP"[] = config.modelsConfig ? ["SIGHUP"] : [];
-  if (config.modelsConfig) process.on("SIGHUP", () => void app.reloadPolicy());
-  closeWithGrace({ delay: config.shutdownTimeoutMs + 20_000, skip, logger: { error: (m: string) => log.error(m) } }, async ({ signal, err }) => {
+  // SIGHUP always means reload (systemctl reload lmd runs `lmd reload`, which asks through the
+  // control socket and waits for the outcome); it never stops the daemon.
+  const reload = reloader(app, log, notifier, status);
+  process.on("SIGHUP", () => void reload({ command: "reload" }));
+  closeWithGrace({ delay: config.shutdownTimeoutMs + 20_000, skip: ["SIGHUP"], logger: { error: (m: string) => log.error(m) } }, async ({ signal, err }) => {
+    notifier.stopping("shutting down: draining requests");
+    closeControl?.();
     if (err) log.error({ err }, "fatal error; shutting down");
     else log.info({ signal }, "shutting down");
     await app.close();
@@ -52,10 +64,59 @@ async function serve(): Promise<void> {
   });
   const address = await app.listen().catch((err: unknown) => listenFailure(err, config) ?? storeFailure(err, config));
   log.info({ address: address.address, port: address.port, models: config.models, threads: config.threads ?? "auto", version: VERSION, ...ollamaAliases() }, "lmd listening");
-  void app.preload();
   // Which backend the runners use, and why installed GPU binaries are not (warnings): after the
   // listener, so that a probe of the GPU never delays serving.
   void reportBackend(config.gpu, log).catch((err: unknown) => log.warn({ err }, "could not tell which llama.cpp backend is used"));
+  // The control socket lives in the unit's RuntimeDirectory= (systemd sets RUNTIME_DIRECTORY).
+  if (process.env.RUNTIME_DIRECTORY) {
+    closeControl = await listenControl(controlSocketPath(process.env), reload).catch((err: NodeJS.ErrnoException) => {
+      log.error({ err: err.message }, "no control socket: systemctl reload cannot report its outcome (SIGHUP still reloads)");
+      return undefined;
+    });
+  }
+  // Ready once the policy's preloads are done (a failed one is logged at error and is no reason
+  // to stay unready). Each preload may take up to the load timeout: systemd is told to wait.
+  notifier.setStatus("loading the models the policy file preloads");
+  await app.preload({ beforeEach: () => notifier.send(`EXTEND_TIMEOUT_USEC=${(config.loadTimeoutMs + 30_000) * 1000}`) });
+  notifier.ready(status());
+  setInterval(() => notifier.setStatus(status()), 1000).unref();
+}
+
+/** `2 models loaded, 3 requests running, 0 queued` (and the model being loaded), for `systemctl status`. */
+function statusLine(scheduler: App["services"]["scheduler"]): string {
+  const models = scheduler.list();
+  const running = models.reduce((n, m) => n + m.active, 0);
+  const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
+  const loading = scheduler.loadingModel ? `, loading ${scheduler.loadingModel}` : "";
+  return `${plural(models.length, "model")} loaded, ${plural(running, "request")} running, ${scheduler.queueDepth} queued${loading}`;
+}
+
+/**
+ * A reload: the log level (when the request names one) and the policy file, in force together or
+ * not at all; RELOADING=1 … READY=1 around it for systemd. Reloads are serialised by the app.
+ */
+function reloader(app: App, log: Logger, notifier: Notifier, status: () => string): (request: ReloadRequest) => Promise<ReloadAnswer> {
+  return async (request) => {
+    notifier.reloading();
+    try {
+      const level = request.logLevel;
+      if (level !== undefined && !Object.hasOwn(log.levels.values, level) && level !== "silent") {
+        const error = `SERVICE_LOG_LEVEL '${level}' is not one of ${[...Object.keys(log.levels.values), "silent"].join(", ")}`;
+        log.error({ err: error }, "configuration not reloaded; the configuration in force stays");
+        return { ok: false, error };
+      }
+      const outcome = await app.reloadPolicy();
+      if (!outcome.ok) return outcome;
+      if (level !== undefined && level !== log.level) {
+        log.info({ from: log.level, to: level }, "log level changed");
+        log.level = level;
+      }
+      log.info("reloaded");
+      return { ok: true };
+    } finally {
+      notifier.ready(status());
+    }
+  };
 }
 
 /** Node's error codes for file system failures that mean "this directory cannot be the store". */
@@ -136,6 +197,8 @@ const COMMANDS: Record<string, () => Promise<{ run(argv: string[]): Promise<void
   rm: () => import("./cli/rm.js"),
   stop: () => import("./cli/stop.js"),
   version: () => import("./cli/version.js"),
+  reload: () => import("./cli/reload.js"),
+  doctor: () => import("./cli/doctor.js"),
 };
 
 async function main(argv: string[]): Promise<void> {

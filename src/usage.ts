@@ -25,6 +25,8 @@ const COMMANDS: readonly (readonly [string, string])[] = [
   ["lmd cp SOURCE DEST", "Copy a model"],
   ["lmd rm MODEL...", "Remove models"],
   ["lmd stop MODEL", "Unload a running model"],
+  ["lmd doctor", "Check the configuration, store, address, backends and unit"],
+  ["lmd reload", "Make the daemon under systemd re-read its policy file and log level"],
   ["lmd version", "Print the version (client, and server when one answers)"],
   ["lmd help", "Show this help"],
 ];

@@ -9,6 +9,7 @@
  */
 import { ConfigError } from "../config.js";
 import { createLogger, flushLogger, type Logger } from "../logger.js";
+import { Notifier } from "../systemd.js";
 import { VERSION } from "../version.js";
 import { columns } from "../usage.js";
 import { GATEWAY_VARIABLES, loadGatewayConfig, type GatewayConfig } from "./config.js";
@@ -71,17 +72,24 @@ async function serveGateway(): Promise<void> {
     }
     throw err;
   }
-  handleSignals(gateway, log, config.shutdownTimeoutMs);
+  // Under systemd (Type=notify): READY=1 once listening, RELOADING=1 … READY=1 around a reload,
+  // STOPPING=1, and the watchdog from the event loop (src/systemd.ts).
+  const notifier = Notifier.fromEnv(process.env, (message) => log.error(message));
+  notifier.startWatchdog();
+  handleSignals(gateway, log, config.shutdownTimeoutMs, notifier);
   const address = await gateway.listen();
   log.info({ address: address.address, port: address.port, upstream: config.upstream, tls: config.tls !== undefined, rateLimit: config.rateLimit, version: VERSION }, "lmd gateway listening");
+  notifier.ready(`listening on port ${address.port}`);
 }
 
-function handleSignals(gateway: Gateway, log: Logger, shutdownTimeoutMs: number): void {
+function handleSignals(gateway: Gateway, log: Logger, shutdownTimeoutMs: number, notifier: Notifier): void {
   process.on("SIGHUP", () => {
     log.info("SIGHUP: reloading keys and certificates");
-    void gateway.reload();
+    notifier.reloading();
+    void gateway.reload().finally(() => notifier.ready());
   });
   const stop = (signal: NodeJS.Signals) => {
+    notifier.stopping();
     log.info({ signal }, "shutting down");
     // close() itself ends stragglers after the timeout; this is the last resort.
     setTimeout(() => process.exit(1), shutdownTimeoutMs + 5_000).unref();

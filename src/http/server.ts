@@ -5,7 +5,7 @@
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import { randomBytes } from "node:crypto";
 import type { Duplex } from "node:stream";
-import { HttpError, ShuttingDownError, toErrorResponse } from "../errors.js";
+import { HttpError, NotReadyError, ServiceBusyError, ShuttingDownError, toErrorResponse } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { Guards } from "./guards.js";
 import { BODY_IDLE_TIMEOUT_MS } from "./body.js";
@@ -131,8 +131,9 @@ async function handle(options: HttpServerOptions, req: IncomingMessage, res: Ser
     },
   };
   let route: string | undefined;
+  const outcome: Outcome = {};
   res.setHeader("x-request-id", id);
-  logWhenDone(options, ctx, started, () => route);
+  logWhenDone(options, ctx, started, () => route, outcome, () => log);
   options.onRequestStart?.(ctx);
   try {
     options.guards.checkHost(req);
@@ -144,17 +145,28 @@ async function handle(options: HttpServerOptions, req: IncomingMessage, res: Ser
     await match.handler(ctx);
     if (!res.headersSent) throw new Error(`handler for ${match.route} returned without responding`);
   } catch (err) {
-    respondWithError(ctx, err, draining);
+    respondWithError(ctx, err, draining, outcome);
   }
 }
 
+/**
+ * How a request that did not succeed ends, for its one log line: a failure (a bug, a crashed
+ * runner, a failed load: error priority, with the stack) or a refusal that is the answer (a 4xx,
+ * `/readyz` saying not ready, the shutdown: info; a full queue: warning), with its message.
+ */
+interface Outcome {
+  failure?: unknown;
+  refusal?: { message: string; level: "info" | "warn" };
+}
+
 /** Turns any thrown value into the response (or the stream's last line) and logs it. */
-function respondWithError(ctx: RequestContext, err: unknown, draining: boolean): void {
-  const { req, res, log } = ctx;
+function respondWithError(ctx: RequestContext, err: unknown, draining: boolean, outcome: Outcome): void {
+  const { req, res } = ctx;
   const { status, body, headers } = toErrorResponse(err);
-  // A request stopped by the shutdown is no failure of the server (the timeout is logged once).
-  if (status >= 500 && !ctx.signal.aborted && !(err instanceof ShuttingDownError)) log.error({ err, reqId: ctx.id, status }, "request failed");
-  else log.debug({ status, error: err instanceof HttpError ? err.message : String(err) }, "request refused");
+  // A request stopped by the shutdown or by its client leaving is no failure of the server.
+  const answer = err instanceof HttpError && (status < 500 || err instanceof ServiceBusyError);
+  if (status >= 500 && !answer && !ctx.signal.aborted) outcome.failure = err;
+  else outcome.refusal = { message: body.error, level: err instanceof ServiceBusyError && !(err instanceof ShuttingDownError) && !(err instanceof NotReadyError) ? "warn" : "info" };
   if (res.destroyed) return;
   if (res.headersSent) return endStreamWithError(res, body.error);
   // A refusal before the body was read to its end closes the connection (a client dripping a body
@@ -165,7 +177,7 @@ function respondWithError(ctx: RequestContext, err: unknown, draining: boolean):
   sendJson(res, status, body, { ...headers, ...close });
 }
 
-function logWhenDone(options: HttpServerOptions, ctx: RequestContext, started: number, route: () => string | undefined): void {
+function logWhenDone(options: HttpServerOptions, ctx: RequestContext, started: number, route: () => string | undefined, outcome: Outcome, requestLog: () => Logger | undefined): void {
   const { req, res } = ctx;
   const socket = req.socket;
   const before = socket.bytesWritten;
@@ -183,9 +195,16 @@ function logWhenDone(options: HttpServerOptions, ctx: RequestContext, started: n
       durationMs: Math.round((performance.now() - started) * 10) / 10,
       aborted: !res.writableFinished,
     };
-    const { route: _route, aborted, ...line } = info;
-    // The root logger: the line carries reqId itself, so no child logger is needed for it.
-    options.log.info(aborted ? { ...line, aborted } : line, "request");
+    const { route: _route, aborted, ...fields } = info;
+    // The model the request named, when a route resolved one (it set it on the request's logger).
+    const model = requestLog()?.bindings().model as string | undefined;
+    const line: Record<string, unknown> = model === undefined ? fields : { ...fields, model };
+    if (aborted) line.aborted = true;
+    // One line per request, from the root logger (the line carries reqId itself): a failure at
+    // error priority with its stack, a refusal with its message, anything else at info.
+    if (outcome.failure !== undefined) options.log.error({ ...line, err: outcome.failure }, "request failed");
+    else if (outcome.refusal) options.log[outcome.refusal.level]({ ...line, error: outcome.refusal.message }, "request");
+    else options.log.info(line, "request");
     options.onResponse?.(info);
   });
 }

@@ -36,6 +36,7 @@ export interface Target {
 
 /** Resolves the model (404 when missing) and merges its parameters with the request's options. */
 export async function resolveTarget(services: Services, name: string, options: ModelOptions | undefined, keepAliveMs: number | undefined, log: Logger): Promise<Target> {
+  log.setBindings({ model: name }); // the request's log line names its model (journal field LMD_MODEL)
   const model = await services.store.resolve(name);
   // The policy file's default options sit between the model's PARAMETERs and the request's options.
   const params = { ...model.params, ...services.scheduler.policyFor(model.key)?.options };

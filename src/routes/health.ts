@@ -8,7 +8,7 @@
  *   (HAProxy `http-check`, nginx `proxy_next_upstream http_503`) routes around a busy, loading,
  *   draining or cold host. It reads scheduler state only and never loads a model.
  */
-import { ServiceBusyError, ShuttingDownError } from "../errors.js";
+import { NotReadyError, ShuttingDownError } from "../errors.js";
 import { sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import type { Services } from "./services.js";
@@ -24,7 +24,7 @@ async function ready(ctx: RequestContext, { store, scheduler }: Services): Promi
   if (name === null) return sendJson(ctx.res, 200, { status: "ready" });
   const model = await store.resolve(name); // 400 for an invalid name, 404 for a missing model
   const state = scheduler.readiness(model.key);
-  if (!state.loaded) throw new ServiceBusyError(`model '${name}' is not loaded`);
-  if (state.freeSlots === 0) throw new ServiceBusyError(`model '${name}' has no free slot (${state.queued} waiting)`);
+  if (!state.loaded) throw new NotReadyError(`model '${name}' is not loaded`);
+  if (state.freeSlots === 0) throw new NotReadyError(`model '${name}' has no free slot (${state.queued} waiting)`);
   sendJson(ctx.res, 200, { status: "ready", model: name, free_slots: state.freeSlots });
 }

@@ -17,9 +17,11 @@
  *     gpus: [1]             # its runner sees GPU 1 only ([] = no GPU: the CPU)
  * ```
  */
-import { readFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
 import { Ajv } from "ajv";
-import { parse as parseYaml } from "yaml";
 import { nameKey, parseModelName } from "../store/names.js";
 import { parseDuration } from "../units.js";
 import { resolveCacheSettings, type FlashAttention, type KvCacheType } from "../config.js";
@@ -105,15 +107,10 @@ interface RawPolicy {
 
 /** Reads and checks the policy file; throws an Error whose message says what is wrong and where. */
 export async function readPolicyFile(file: string): Promise<PolicyTable> {
-  const text = await readFile(file, "utf8").catch((err: NodeJS.ErrnoException) => {
-    throw new Error(`${file}: cannot read it (${err.code ?? err.message})`);
+  const text = await readBounded(file);
+  const doc = await parseYamlOffLoop(text).catch((err: Error) => {
+    throw new Error(`${file}: ${err.message.split("\n")[0]}`);
   });
-  let doc: unknown;
-  try {
-    doc = parseYaml(text, { maxAliasCount: 100 }); // YAML 1.2 reads JSON too
-  } catch (err) {
-    throw new Error(`${file}: not valid YAML or JSON: ${(err as Error).message.split("\n")[0]}`);
-  }
   if (!validate(doc)) {
     const e = validate.errors?.[0];
     throw new Error(`${file}: ${e ? `${e.instancePath || "/"} ${e.message ?? "is invalid"}` : "invalid"}`);
@@ -145,4 +142,82 @@ export async function readPolicyFile(file: string): Promise<PolicyTable> {
     byKey.set(key, policy);
   }
   return new PolicyTable(byKey, file);
+}
+
+/** The largest policy file read: about two thousand models with options; parsing it takes milliseconds. */
+export const POLICY_MAX_BYTES = 256 * 1024;
+
+/**
+ * The file's text, when it is a regular file within the size cap. Opened without blocking (a FIFO
+ * with no writer would block the open itself) and checked on the open handle, so that the file
+ * read is the file checked.
+ */
+async function readBounded(file: string): Promise<string> {
+  const cannot = (err: NodeJS.ErrnoException): never => {
+    throw new Error(`${file}: cannot read it (${err.code ?? err.message})`);
+  };
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY).catch(cannot);
+  try {
+    const st = await handle.stat().catch(cannot);
+    if (!st.isFile()) throw new Error(`${file}: not a regular file`);
+    if (st.size > POLICY_MAX_BYTES) throw new Error(`${file}: ${st.size} bytes, more than the ${POLICY_MAX_BYTES} a policy file may have`);
+    const buffer = Buffer.alloc(POLICY_MAX_BYTES + 1);
+    let length = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null).catch(cannot);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+      if (length > POLICY_MAX_BYTES) throw new Error(`${file}: more than the ${POLICY_MAX_BYTES} bytes a policy file may have`);
+    }
+    return buffer.toString("utf8", 0, length);
+  } finally {
+    await handle.close();
+  }
+}
+
+/** How long a policy file's YAML may take to parse, and the heap its parser may use. */
+export const POLICY_PARSE_LIMITS = { timeoutMs: 5_000, heapMb: 128 } as const;
+
+const YAML_MODULE = createRequire(import.meta.url).resolve("yaml");
+const PARSER = `
+const { parentPort, workerData } = require("node:worker_threads");
+const { parse } = require(workerData.yaml);
+let result;
+try {
+  result = { doc: parse(workerData.text, { maxAliasCount: 100 }) }; // YAML 1.2 reads JSON too
+} catch (err) {
+  result = { error: "not valid YAML or JSON: " + String((err && err.message) || err) };
+}
+parentPort.postMessage(result);
+`;
+
+/** Parses YAML in a worker thread, within {@link POLICY_PARSE_LIMITS}. */
+function parseYamlOffLoop(text: string): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(PARSER, {
+      eval: true,
+      workerData: { text, yaml: YAML_MODULE },
+      resourceLimits: { maxOldGenerationSizeMb: POLICY_PARSE_LIMITS.heapMb },
+      stdout: true,
+      stderr: true,
+    });
+    const timer = setTimeout(() => {
+      void worker.terminate();
+      reject(new Error(`took more than ${POLICY_PARSE_LIMITS.timeoutMs / 1000} s to parse`));
+    }, POLICY_PARSE_LIMITS.timeoutMs);
+    worker.once("message", (m: { doc?: unknown; error?: string }) => {
+      clearTimeout(timer);
+      void worker.terminate();
+      if (m.error !== undefined) reject(new Error(m.error));
+      else resolve(m.doc);
+    });
+    worker.once("error", (err) => {
+      clearTimeout(timer);
+      reject(new Error(`not valid YAML or JSON: ${err.message}`));
+    });
+    worker.once("exit", () => {
+      clearTimeout(timer);
+      reject(new Error("its parser stopped"));
+    });
+  });
 }

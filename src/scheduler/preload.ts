@@ -7,10 +7,16 @@ import type { ModelStore } from "../store/store.js";
 import type { PolicyTable } from "./policy.js";
 import type { Scheduler } from "./scheduler.js";
 
-/** Loads each `preload` model in turn (a lease taken and released at once); failures are logged. */
-export async function preloadModels(policy: PolicyTable, store: ModelStore, scheduler: Scheduler, log: Logger): Promise<void> {
+export interface PreloadHooks {
+  /** Called before each model's load (the daemon extends systemd's start timeout). */
+  beforeEach?: (name: string) => void;
+}
+
+/** Loads each `preload` model in turn (a lease taken and released at once); failures are logged at error. */
+export async function preloadModels(policy: PolicyTable, store: ModelStore, scheduler: Scheduler, log: Logger, hooks: PreloadHooks = {}): Promise<void> {
   for (const entry of policy.entries().filter((p) => p.preload)) {
     if (!scheduler.readiness().accepting) return; // shutting down: load nothing more
+    hooks.beforeEach?.(entry.name);
     try {
       const model = await store.resolve(entry.name);
       const lease = await scheduler.acquire(model, {});

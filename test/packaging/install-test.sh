@@ -207,29 +207,35 @@ check_generate() {
 		fail "not a finished generation"
 }
 
-# journal_has JSONFIELDS...: some line of lmd's journal is a JSON object with all these fields.
+# journal_has JSONFIELDS: some journal entry of lmd.service has all these fields (MESSAGE: a prefix
+# of the entry's; others equal, as strings). The daemon writes its records with journal fields.
 journal_has() {
 	local i lines
 	for i in $(seq 1 20); do # journald may lag the daemon's last lines by a moment
-		lines=$(cx journalctl -u lmd.service -o cat --no-pager)
-		if node -e '
-			const want = JSON.parse(process.argv[1]);
-			const ok = process.argv[2].split("\n").some((l) => {
-				try { const o = JSON.parse(l); return Object.entries(want).every(([k, v]) => o[k] === v); } catch { return false; }
-			});
-			process.exit(ok ? 0 : 1)' "$1" "$lines"; then
+		lines=$(cx journalctl -u lmd.service -o json --no-pager)
+		if node -e "$JOURNAL_MATCH" "$1" "$lines"; then
 			echo "found $1"
 			return 0
 		fi
 		sleep 0.25
 	done
-	echo "$lines" | tail -n 20
-	fail "no journal line with $1"
+	echo "$lines" | tail -n 20 | cut -c1-600
+	fail "no journal entry with $1"
 }
 
+# node -e "$JOURNAL_MATCH" WANT LINES: exit 0 when one line of `journalctl -o json` matches WANT.
+JOURNAL_MATCH='
+const want = JSON.parse(process.argv[1]);
+const ok = process.argv[2].split("\n").some((l) => {
+	let e;
+	try { e = JSON.parse(l); } catch { return false; }
+	return Object.entries(want).every(([k, v]) => typeof e[k] === "string" && (k === "MESSAGE" ? e[k].startsWith(v) : e[k] === String(v)));
+});
+process.exit(ok ? 0 : 1)'
+
 check_journal() {
-	journal_has '{"msg":"lmd listening","level":30}' && journal_has '{"msg":"empty model store: wrote the demo model"}' &&
-		journal_has '{"msg":"model loaded","threadpool":"persistent"}' # the runner has the packaged threadpool library
+	journal_has '{"MESSAGE":"lmd listening","PRIORITY":6,"LMD_VERSION":"'"$1"'"}' && journal_has '{"MESSAGE":"empty model store: wrote the demo model","LMD_MODEL":"demo"}' &&
+		journal_has '{"MESSAGE":"model loaded","LMD_THREADPOOL":"persistent"}' # the runner has the packaged threadpool library
 }
 
 check_stop() {
@@ -237,9 +243,9 @@ check_stop() {
 	main=$(cx systemctl show -P MainPID lmd.service)
 	echo "MainPID $main"
 	cx systemctl stop lmd.service || return 1
-	journal_has "{\"msg\":\"shutting down\",\"signal\":\"SIGTERM\",\"pid\":$main}" &&
-		journal_has "{\"msg\":\"model unloaded\",\"pid\":$main}" &&
-		journal_has "{\"msg\":\"all models unloaded; exiting\",\"pid\":$main}" || return 1
+	journal_has "{\"MESSAGE\":\"shutting down\",\"LMD_SIGNAL\":\"SIGTERM\",\"_PID\":\"$main\"}" &&
+		journal_has "{\"MESSAGE\":\"model unloaded\",\"_PID\":\"$main\"}" &&
+		journal_has "{\"MESSAGE\":\"all models unloaded; exiting\",\"_PID\":\"$main\"}" || return 1
 	local show
 	show=$(cx systemctl show -p Result -p ExecMainCode -p ExecMainStatus -p ActiveState lmd.service)
 	echo "$show"
@@ -455,6 +461,133 @@ check_rpm_erase_order() {
 	grep -q 'needed by.*lmd-cuda' <<<"$out" || fail "not refused for lmd-cuda"
 }
 
+# --- systemd integration: readiness, status, reload, journal fields and priorities, watchdog ------
+POLICY=/etc/lmd/models.yaml
+
+systemd_steps() {
+	step "systemctl start returns once /api/version answers (Type=notify, READY=1)" check_ready
+	step "with a preloaded model, systemctl restart returns once it is in /api/ps" check_preload
+	step "systemctl status shows the daemon's STATUS= line" check_status
+	step "systemctl reload applies a changed policy file and log level, same PID" check_reload
+	step "an invalid policy file: reload fails, old policy kept, an error at priority 3" check_reload_invalid
+	step "journalctl LMD_MODEL=demo -o json: the request's entry with its fields; nothing at -p err for it" check_request_fields
+	step "journalctl -p err: a broken model's load failure" check_broken_model
+	step "SIGSTOP: the watchdog kills and systemd restarts lmd; the journal says watchdog" check_watchdog
+	step "the test's policy file, log level and drop-in removed" restore_config
+}
+
+restore_config() {
+	cx sed -i '/^SERVICE_MODELS_CONFIG=/d;/^SERVICE_LOG_LEVEL=/d' /etc/lmd/lmd.env &&
+		cx rm -f "$POLICY" /etc/systemd/system/lmd.service.d/watchdog.conf && cx systemctl daemon-reload &&
+		cx systemctl restart lmd.service
+}
+
+# One request, right after systemctl returns: no polling (Type=exec returned before the port answered).
+check_ready() {
+	cx systemctl stop lmd.service || return 1
+	cx systemctl start lmd.service || return 1
+	api "http://127.0.0.1:$PORT/api/version" || fail "systemctl start returned before the API answered"
+}
+
+ps_models() { api "http://127.0.0.1:$PORT/api/ps" | node -e 'let s="";process.stdin.on("data",(d)=>s+=d).on("end",()=>console.log(JSON.parse(s).models.map((m)=>m.name+" "+m.expires_at).join("\n")))'; }
+
+check_preload() {
+	cx sh -c "printf 'models:\n  demo:\n    preload: true\n    keep_alive: 10m\n' >$POLICY && echo SERVICE_MODELS_CONFIG=$POLICY >>/etc/lmd/lmd.env" || return 1
+	cx systemctl restart lmd.service || return 1
+	local ps
+	ps=$(ps_models) || return 1
+	echo "$ps"
+	grep -q '^demo:latest ' <<<"$ps" || fail "demo is not in /api/ps right after systemctl restart"
+}
+
+check_status() {
+	local out
+	out=$(cx systemctl status --no-pager lmd.service)
+	echo "$out" | head -n 8
+	grep -Eq 'Status: "1 model loaded, 0 requests running, 0 queued' <<<"$out" || fail "no STATUS= line in systemctl status"
+}
+
+# A year from now, as /api/ps's expires_at compares (ISO strings sort by time).
+year_from_now() { date -u -d '+1 year' +%Y-%m-%dT%H:%M:%S; }
+
+check_reload() {
+	local before after ps
+	before=$(cx systemctl show -P MainPID lmd.service)
+	cx sh -c "printf 'models:\n  demo:\n    preload: true\n    keep_alive: -1\n' >$POLICY && echo SERVICE_LOG_LEVEL=debug >>/etc/lmd/lmd.env" || return 1
+	cx systemctl reload lmd.service || return 1
+	ps=$(ps_models) || return 1
+	echo "$ps"
+	[[ "$(awk '/^demo:latest /{print $2}' <<<"$ps")" > "$(year_from_now)" ]] || fail "keep_alive -1 is not in force after the reload" || return 1
+	after=$(cx systemctl show -P MainPID lmd.service)
+	[ "$before" = "$after" ] || fail "MainPID changed: $before -> $after" || return 1
+	echo "MainPID $after"
+	journal_has '{"MESSAGE":"log level changed","LMD_TO":"debug"}' && journal_has '{"MESSAGE":"policy file reloaded"}'
+}
+
+check_reload_invalid() {
+	local before after ps
+	before=$(cx systemctl show -P MainPID lmd.service)
+	cx sh -c "printf 'models:\n  demo:\n    keep_alive: 5m\n    num_parallel: many\n' >$POLICY" || return 1
+	if cx systemctl reload lmd.service; then fail "systemctl reload succeeded with an invalid policy file"; return 1; fi
+	ps=$(ps_models) || return 1
+	[[ "$(awk '/^demo:latest /{print $2}' <<<"$ps")" > "$(year_from_now)" ]] || fail "the old policy (keep_alive -1) was not kept" || return 1
+	after=$(cx systemctl show -P MainPID lmd.service)
+	[ "$before" = "$after" ] && [ "$(cx systemctl is-active lmd.service)" = active ] || fail "the daemon did not stay up" || return 1
+	journal_has '{"MESSAGE":"policy file not reloaded","PRIORITY":3}' || return 1
+	cx journalctl -u lmd.service -p err --no-pager | tail -n 3
+	cx sh -c "printf 'models:\n  demo:\n    preload: true\n' >$POLICY" # valid again for the restarts below
+}
+
+check_request_fields() {
+	local body out
+	body=$(api -H 'x-request-id: healthy-1' -d '{"model":"demo","prompt":"hi","stream":false,"options":{"num_predict":4}}' "http://127.0.0.1:$PORT/api/generate") || return 1
+	journal_has '{"MESSAGE":"request: POST /api/generate 200","LMD_MODEL":"demo","LMD_REQUEST_ID":"healthy-1","LMD_STATUS":"200","PRIORITY":"6"}' || return 1
+	out=$(cx journalctl -u lmd.service LMD_MODEL=demo LMD_REQUEST_ID=healthy-1 -o json --no-pager)
+	echo "$out" | tail -n 1 | cut -c1-800
+	node -e 'const e = JSON.parse(process.argv[1].trim().split("\n").pop()); if (!(Number(e.LMD_DURATION_MS) >= 0) || e.LMD_PATH !== "/api/generate") process.exit(1)' "$out" ||
+		fail "the request's entry lacks LMD_DURATION_MS or LMD_PATH" || return 1
+	if cx journalctl -u lmd.service -p err -o json --no-pager | grep -q '"LMD_REQUEST_ID":"healthy-1"'; then fail "a healthy request logged at error priority"; return 1; fi
+}
+
+# A model whose GGUF is cut short: its load fails; the failure is in `journalctl -p err`.
+check_broken_model() {
+	cx sh -c 'cd /var/lib/lmd/models/blobs && f=$(ls -S sha256-* | head -n 1) && head -c $(($(stat -c %s "$f") / 2)) "$f" >/tmp/broken.gguf' || return 1
+	local digest code
+	digest=sha256:$(cx sha256sum /tmp/broken.gguf | cut -d" " -f1)
+	api -o /dev/null --data-binary @/tmp/broken.gguf "http://127.0.0.1:$PORT/api/blobs/$digest" || return 1
+	code=$(cx curl -sS -o /dev/null -w '%{http_code}' -d "{\"model\":\"broken\",\"files\":{\"broken.gguf\":\"$digest\"}}" "http://127.0.0.1:$PORT/api/create")
+	echo "create: $code"
+	code=$(cx curl -sS -o /dev/null -w '%{http_code}' -H 'x-request-id: broken-1' -d '{"model":"broken","prompt":"hi","stream":false}' "http://127.0.0.1:$PORT/api/generate")
+	echo "generate: $code"
+	local i err
+	for i in $(seq 1 20); do
+		err=$(cx journalctl -u lmd.service -p err -o json --no-pager)
+		grep -q '"LMD_REQUEST_ID":"broken-1"' <<<"$err" && break
+		sleep 0.25
+	done
+	cx journalctl -u lmd.service -p err --no-pager | tail -n 3
+	grep -q '"LMD_REQUEST_ID":"broken-1"' <<<"$err" || fail "the broken model's failure is not in journalctl -p err"
+}
+
+# WatchdogSec=3s for this test (a drop-in), then SIGSTOP: systemd must kill and restart within 3s + margin.
+check_watchdog() {
+	local main restarts i
+	cx sh -c 'mkdir -p /etc/systemd/system/lmd.service.d && printf "[Service]\nWatchdogSec=3s\n" >/etc/systemd/system/lmd.service.d/watchdog.conf' || return 1
+	cx systemctl daemon-reload && cx systemctl restart lmd.service || return 1
+	main=$(cx systemctl show -P MainPID lmd.service)
+	restarts=$(cx systemctl show -P NRestarts lmd.service)
+	cx kill -STOP "$main" || return 1
+	for i in $(seq 1 60); do # 3s + up to 27s for the kill, RestartSec=2s and a new start
+		[ "$(cx systemctl show -P NRestarts lmd.service)" -gt "$restarts" ] && [ "$(cx systemctl is-active lmd.service)" = active ] && break
+		sleep 0.5
+	done
+	echo "restarted after $((i / 2))s; MainPID $main -> $(cx systemctl show -P MainPID lmd.service)"
+	[ "$(cx systemctl show -P NRestarts lmd.service)" -gt "$restarts" ] || fail "not restarted" || return 1
+	cx journalctl -u lmd.service --no-pager | grep -i watchdog | tail -n 3
+	cx journalctl -u lmd.service --no-pager | grep -q 'Watchdog timeout' || fail "the journal does not say watchdog" || return 1
+	api "http://127.0.0.1:$PORT/api/version"
+}
+
 # --- scenarios -----------------------------------------------------------------------------------
 deb_version() { dpkg-deb -f "$1" Version; }
 
@@ -471,7 +604,8 @@ scenario_deb() {
 	step "lmd.service is enabled and active; the API answers" wait_api
 	step "GET /api/version reports $version" check_version "$version"
 	step "POST /api/generate with the demo model" check_generate
-	step "journalctl -u lmd shows the daemon's JSON log lines, the runner with its threadpool library" check_journal
+	step "journalctl -u lmd shows the daemon's entries with their fields, the runner with its threadpool library" check_journal "$version"
+	systemd_steps
 	step "systemctl stop: SIGTERM to the main PID, models unloaded, Result=success" check_stop
 	step "a rotating log file under /var/log/lmd" check_logfile
 	newversion="$version+it1"

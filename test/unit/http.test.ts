@@ -4,7 +4,7 @@ import net from "node:net";
 import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
-import { ModelRunError, NotFoundError, MethodNotAllowedError } from "../../src/errors.js";
+import { ModelRunError, NotFoundError, MethodNotAllowedError, NotReadyError, ServiceBusyError } from "../../src/errors.js";
 import { readJson, readJsonOrEmpty } from "../../src/http/body.js";
 import { createGuards } from "../../src/http/guards.js";
 import { NdjsonStream, SseStream, sendJson, sendText } from "../../src/http/respond.js";
@@ -103,6 +103,12 @@ function routes(events: Record<string, unknown>): Router {
       throw new Error("secret detail", { cause: new Error("root cause") });
     })
     .add("GET", "/silent", () => {})
+    .add("GET", "/not-ready", () => {
+      throw new NotReadyError("model 'demo' is not loaded");
+    })
+    .add("GET", "/busy", () => {
+      throw new ServiceBusyError();
+    })
     .add("GET", "/stream-fail", async ({ res, url }) => {
       const s = new NdjsonStream(res);
       await s.write({ n: 1 });
@@ -314,20 +320,37 @@ t.test("errors: unknown errors are a generic 500, details go to the log", async 
   const res = await fetch(`${url}/boom?token=secret`, { headers: { "x-request-id": "req-500" } });
   await assertError(t, res, 500, "an internal error occurred");
   await sleep(20);
-  const failed = logs.find((l) => l.msg === "request failed");
-  t.equal(failed?.level, 50, "logged at error level");
-  t.equal(failed?.reqId, "req-500");
+  const lines = logs.filter((l) => l.reqId === "req-500");
+  t.equal(lines.length, 1, "one line for the request");
+  const failed = lines[0];
+  t.match(failed, { msg: "request failed", level: 50, method: "GET", path: "/boom", status: 500, remote: "127.0.0.1" }, "at error level, as the request's line");
   t.match((failed?.err as { stack?: string } | undefined)?.stack, /secret detail/);
   t.match(JSON.stringify(failed?.err), /root cause/, "the cause is logged");
-  const access = logs.find((l) => l.msg === "request" && l.reqId === "req-500");
-  t.match(access, { level: 30, method: "GET", path: "/boom", status: 500, remote: "127.0.0.1" });
-  t.type(access?.bytes, "number");
-  t.type(access?.durationMs, "number");
+  t.type(failed?.bytes, "number");
+  t.type(failed?.durationMs, "number");
   t.notMatch(JSON.stringify(logs), /token=secret/, "the query string is never logged");
   t.match(events.lastInfo, { reqId: "req-500", route: "/boom", status: 500, aborted: false }, "the metrics hook sees each response");
   t.equal(events.started, 1, "and each request start");
 
   await assertError(t, await fetch(`${url}/silent`), 500, "an internal error occurred");
+});
+
+t.test("refusals that are the answer (4xx, /readyz's 503) are one info line with their message, no stack", async (t) => {
+  const { url, logs } = await startServer(t);
+  for (const [path, id, status] of [["/not-ready", "probe", 503], ["/nowhere", "missing", 404], ["/busy", "full", 503]] as const) {
+    const res = await fetch(`${url}${path}`, { headers: { "x-request-id": id } });
+    t.equal(res.status, status);
+    await res.arrayBuffer();
+  }
+  await sleep(20);
+  const of = (id: string) => logs.filter((l) => l.reqId === id);
+  t.equal(of("probe").length, 1, "one line for the probe");
+  t.match(of("probe")[0], { msg: "request", level: 30, status: 503, error: "model 'demo' is not loaded" });
+  t.equal(of("probe")[0]?.err, undefined, "no stack");
+  t.equal(of("missing").length, 1);
+  t.match(of("missing")[0], { msg: "request", level: 30, status: 404, error: "path '/nowhere' not found" });
+  t.match(of("full")[0], { msg: "request", level: 40, status: 503, error: /maximum pending requests/ }, "a full queue is a warning");
+  t.notOk(logs.some((l) => (l.level as number) >= 50), "nothing at error priority");
 });
 
 t.test("NDJSON: header on first write, error as the last line", async (t) => {
