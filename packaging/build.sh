@@ -111,6 +111,10 @@ stage() {
 	[ -f dist/native/lmd-threadpool.so ] || { echo "package: dist/native/lmd-threadpool.so is missing (npm run build with a C compiler)" >&2; exit 1; }
 	install -D -m 644 dist/native/lmd-threadpool.so "$lib/dist/native/lmd-threadpool.so"
 	strip --strip-unneeded "$lib/dist/native/lmd-threadpool.so"
+	# sd_notify and the journal's native protocol (src/native/systemd.c): Type=notify needs it.
+	[ -f dist/native/lmd-systemd.node ] || { echo "package: dist/native/lmd-systemd.node is missing (npm run build with a C compiler)" >&2; exit 1; }
+	install -D -m 644 dist/native/lmd-systemd.node "$lib/dist/native/lmd-systemd.node"
+	strip --strip-unneeded "$lib/dist/native/lmd-systemd.node"
 	cp -a "$modules" "$lib/node_modules"
 	# The daemon's ESM needs "type": "module"; src/version.ts reads the version from here.
 	node -e 'const p = require("./package.json"); process.stdout.write(JSON.stringify({ name: p.name, version: process.argv[1], description: p.description, license: p.license, type: p.type, private: true }, null, 2) + "\n")' "$VERSION" >"$lib/package.json"

@@ -6,6 +6,7 @@
  */
 import { existsSync, readdirSync } from "node:fs";
 import { createRequire } from "node:module";
+import path from "node:path";
 import type { GpuMode } from "./config.js";
 
 export interface Backend {
@@ -22,12 +23,9 @@ const PLATFORM = `${process.platform}-${process.arch}`;
 
 /** Where node-llama-cpp's prebuilt binary package for a build is, if installed. */
 function binaryPackage(suffix: string): string | undefined {
-  const name = `@node-llama-cpp/${PLATFORM}${suffix}/package.json`;
-  try {
-    return createRequire(import.meta.url).resolve(name);
-  } catch {
-    return undefined;
-  }
+  // Looked up as Node would find the package (its exports do not include package.json).
+  const dirs = createRequire(import.meta.url).resolve.paths("@node-llama-cpp/x") ?? [];
+  return dirs.map((d) => path.join(d, "@node-llama-cpp", `${PLATFORM}${suffix}`)).find((d) => existsSync(path.join(d, "package.json")));
 }
 
 function nvidiaDevice(): boolean {

@@ -7,7 +7,7 @@
  * problem named on the last line (`problem: ...`).
  */
 import { execFile } from "node:child_process";
-import { accessSync, constants, existsSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { accessSync, constants, existsSync, readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import { mkdir, readdir, rm, stat, statfs, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
@@ -88,6 +88,7 @@ async function checkStore(config: Readonly<Config>): Promise<Check> {
     let at = path.resolve(dir);
     while (!existsSync(at) && path.dirname(at) !== at) at = path.dirname(at);
     try {
+      if (!statSync(at).isDirectory()) throw Object.assign(new Error(), { code: "ENOTDIR" });
       accessSync(at, constants.W_OK);
       return { name, line: `${dir} does not exist yet; lmd serve will create it in ${at}` };
     } catch (err) {

@@ -642,7 +642,7 @@ check_rpm_list() {
 	local list p
 	list=$(rpm -qpl "$1") || return 1
 	for p in /usr/bin/lmd /usr/lib/lmd/bin/node /usr/lib/lmd/dist/src/main.js /usr/lib/lmd/package.json \
-		/usr/lib/lmd/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/llama-addon.node /usr/lib/lmd/dist/native/lmd-threadpool.so \
+		/usr/lib/lmd/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/llama-addon.node /usr/lib/lmd/dist/native/lmd-threadpool.so /usr/lib/lmd/dist/native/lmd-systemd.node \
 		/usr/lib/systemd/system/lmd.service /usr/lib/sysusers.d/lmd.conf /usr/lib/tmpfiles.d/lmd.conf \
 		/etc/lmd/lmd.env /usr/share/doc/lmd/copyright /usr/share/man/man1/lmd.1.gz; do
 		grep -qx -- "$p" <<<"$list" || fail "missing $p" || return 1
