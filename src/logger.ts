@@ -73,7 +73,7 @@ function stdoutDestination(): DestinationStream {
   // A person at a terminal reads `[12:00:00.000] INFO: message {"field":...}`: one line per record
   // (an error's stack below it). Formatted here, synchronously, so that the last lines before an
   // exit are never lost.
-  const prettify = prettyFactory({ colorize: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname", singleLine: true });
+  const prettify = prettyFactory({ colorize: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname", singleLine: true, errorLikeObjectKeys: ["err"] });
   return { write: (line: string) => out.write(prettify(line)) };
 }
 

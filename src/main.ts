@@ -78,7 +78,7 @@ async function serve(): Promise<void> {
   // to stay unready). Each preload may take up to the load timeout: systemd is told to wait.
   notifier.setStatus("loading the models the policy file preloads");
   await app.preload({ beforeEach: () => notifier.send(`EXTEND_TIMEOUT_USEC=${(config.loadTimeoutMs + 30_000) * 1000}`) });
-  notifier.ready(status());
+  notifier.sendReady(status());
   setInterval(() => notifier.setStatus(status()), 1000).unref();
 }
 
@@ -97,7 +97,8 @@ function statusLine(scheduler: App["services"]["scheduler"]): string {
  */
 function reloader(app: App, log: Logger, notifier: Notifier, status: () => string): (request: ReloadRequest) => Promise<ReloadAnswer> {
   return async (request) => {
-    notifier.reloading();
+    const announced = notifier.ready;
+    if (announced) notifier.reloading();
     try {
       const level = request.logLevel;
       if (level !== undefined && !Object.hasOwn(log.levels.values, level) && level !== "silent") {
@@ -114,7 +115,7 @@ function reloader(app: App, log: Logger, notifier: Notifier, status: () => strin
       log.info("reloaded");
       return { ok: true };
     } finally {
-      notifier.ready(status());
+      if (announced) notifier.sendReady(status());
     }
   };
 }

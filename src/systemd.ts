@@ -31,6 +31,8 @@ export function systemdAddon(): Addon | null {
 /** Sends sd_notify lines; one instance per process, built from the environment systemd set. */
 export class Notifier {
   private status = "";
+  /** starting until READY=1, stopping from STOPPING=1: a reload or a status tick never undoes either. */
+  private phase: "starting" | "ready" | "stopping" = "starting";
   private watchdogTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -66,26 +68,35 @@ export class Notifier {
     return rc === 0;
   }
 
-  ready(status?: string): void {
+  get ready(): boolean {
+    return this.phase === "ready";
+  }
+
+  /** READY=1 (at the end of the start, or of a reload), with the status line. */
+  sendReady(status?: string): void {
+    if (this.phase === "stopping") return;
+    this.phase = "ready";
     this.send(status === undefined ? "READY=1" : `READY=1\nSTATUS=${oneLine(status)}`);
     if (status !== undefined) this.status = oneLine(status);
   }
 
-  /** STATUS=, sent only when it changed. */
+  /** STATUS=, sent only when it changed (and not once stopping). */
   setStatus(status: string): void {
     const line = oneLine(status);
-    if (line === this.status) return;
+    if (line === this.status || this.phase === "stopping") return;
     this.status = line;
     this.send(`STATUS=${line}`);
   }
 
+  /** RELOADING=1; only once ready (a reload during the start or the stop is not announced). */
   reloading(): void {
+    if (this.phase !== "ready") return;
     // MONOTONIC_USEC: newer systemd (notify-reload) matches it to the reload; older ignores it.
     this.send(`RELOADING=1\nMONOTONIC_USEC=${monotonicUsec()}`);
   }
 
   stopping(status?: string): void {
-    this.stopWatchdog();
+    this.phase = "stopping";
     this.send(status === undefined ? "STOPPING=1" : `STOPPING=1\nSTATUS=${oneLine(status)}`);
   }
 

@@ -79,14 +79,17 @@ async function serveGateway(): Promise<void> {
   handleSignals(gateway, log, config.shutdownTimeoutMs, notifier);
   const address = await gateway.listen();
   log.info({ address: address.address, port: address.port, upstream: config.upstream, tls: config.tls !== undefined, rateLimit: config.rateLimit, version: VERSION }, "lmd gateway listening");
-  notifier.ready(`listening on port ${address.port}`);
+  notifier.sendReady(`listening on port ${address.port}`);
 }
 
 function handleSignals(gateway: Gateway, log: Logger, shutdownTimeoutMs: number, notifier: Notifier): void {
   process.on("SIGHUP", () => {
     log.info("SIGHUP: reloading keys and certificates");
-    notifier.reloading();
-    void gateway.reload().finally(() => notifier.ready());
+    const announced = notifier.ready;
+    if (announced) notifier.reloading();
+    void gateway.reload().finally(() => {
+      if (announced) notifier.sendReady();
+    });
   });
   const stop = (signal: NodeJS.Signals) => {
     notifier.stopping();
