@@ -17,7 +17,7 @@ _lmd() {
     cword=$COMP_CWORD
   fi
 
-  local commands="serve gateway run pull push create list ls ps show cp rm stop version help"
+  local commands="serve gateway run pull push create list ls ps show cp rm stop doctor reload version help"
   if [[ $cword -eq 1 ]]; then
     COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
     return

@@ -466,7 +466,7 @@ POLICY=/etc/lmd/models.yaml
 
 systemd_steps() {
 	step "systemctl start returns once /api/version answers (Type=notify, READY=1)" check_ready
-	step "with a preloaded model, systemctl restart returns once it is in /api/ps" check_preload
+	step "with a preloaded model, systemctl restart returns once it is in /api/ps; a failed preload is an error" check_preload
 	step "systemctl status shows the daemon's STATUS= line" check_status
 	step "systemctl reload applies a changed policy file and log level, same PID" check_reload
 	step "an invalid policy file: reload fails, old policy kept, an error at priority 3" check_reload_invalid
@@ -479,7 +479,7 @@ systemd_steps() {
 restore_config() {
 	cx sed -i '/^SERVICE_MODELS_CONFIG=/d;/^SERVICE_LOG_LEVEL=/d' /etc/lmd/lmd.env &&
 		cx rm -f "$POLICY" /etc/systemd/system/lmd.service.d/watchdog.conf && cx systemctl daemon-reload &&
-		cx systemctl restart lmd.service
+		cx systemctl restart lmd.service && check_generate # a model loaded again, for the stop check
 }
 
 # One request, right after systemctl returns: no polling (Type=exec returned before the port answered).
@@ -492,12 +492,14 @@ check_ready() {
 ps_models() { api "http://127.0.0.1:$PORT/api/ps" | node -e 'let s="";process.stdin.on("data",(d)=>s+=d).on("end",()=>console.log(JSON.parse(s).models.map((m)=>m.name+" "+m.expires_at).join("\n")))'; }
 
 check_preload() {
-	cx sh -c "printf 'models:\n  demo:\n    preload: true\n    keep_alive: 10m\n' >$POLICY && echo SERVICE_MODELS_CONFIG=$POLICY >>/etc/lmd/lmd.env" || return 1
+	# A preload that fails (no such model) is logged at error priority and does not hold the start back.
+	cx sh -c "printf 'models:\n  nothere:\n    preload: true\n  demo:\n    preload: true\n    keep_alive: 10m\n' >$POLICY && echo SERVICE_MODELS_CONFIG=$POLICY >>/etc/lmd/lmd.env" || return 1
 	cx systemctl restart lmd.service || return 1
 	local ps
 	ps=$(ps_models) || return 1
 	echo "$ps"
-	grep -q '^demo:latest ' <<<"$ps" || fail "demo is not in /api/ps right after systemctl restart"
+	grep -q '^demo:latest ' <<<"$ps" || fail "demo is not in /api/ps right after systemctl restart" || return 1
+	journal_has '{"MESSAGE":"preload failed","PRIORITY":3,"LMD_MODEL":"nothere"}'
 }
 
 check_status() {
@@ -582,7 +584,7 @@ check_watchdog() {
 		[ "$(cx systemctl show -P NRestarts lmd.service)" -gt "$restarts" ] && [ "$(cx systemctl is-active lmd.service)" = active ] && break
 		sleep 0.5
 	done
-	echo "restarted after $((i / 2))s; MainPID $main -> $(cx systemctl show -P MainPID lmd.service)"
+	echo "restarted $((i / 2))s after SIGSTOP; MainPID $main -> $(cx systemctl show -P MainPID lmd.service)"
 	[ "$(cx systemctl show -P NRestarts lmd.service)" -gt "$restarts" ] || fail "not restarted" || return 1
 	cx journalctl -u lmd.service --no-pager | grep -i watchdog | tail -n 3
 	cx journalctl -u lmd.service --no-pager | grep -q 'Watchdog timeout' || fail "the journal does not say watchdog" || return 1

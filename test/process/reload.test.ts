@@ -69,6 +69,21 @@ t.test("lmd reload: the outcome through the control socket; an invalid file fail
   t.same(await d.exited, { code: 0, signal: null });
 });
 
+t.test("a burst of SIGHUPs: reloads run one at a time, the waiting ones joined", async (t) => {
+  const dir = t.testdir();
+  const policy = path.join(dir, "models.yaml");
+  await writeFile(policy, "models:\n  demo:\n    num_parallel: 2\n");
+  const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "models"), SERVICE_MODELS_CONFIG: policy });
+  const from = d.lines.length;
+  for (let i = 0; i < 8; i++) d.child.kill("SIGHUP");
+  await d.waitForLog((l) => l.msg === "reloaded", { from });
+  await new Promise((r) => setTimeout(r, 2000)); // room for any further reads to show
+  const reads = d.lines.slice(from).filter((l) => l.msg === "policy file reloaded").length;
+  t.ok(reads >= 1 && reads <= 2, `8 SIGHUPs read the file ${reads} time(s): one running, one joined by the rest`);
+  d.child.kill("SIGTERM");
+  t.same(await d.exited, { code: 0, signal: null });
+});
+
 t.test("a policy file replaced by a FIFO or a huge file: refused, the daemon keeps answering", async (t) => {
   const dir = t.testdir();
   const policy = path.join(dir, "models.yaml");
