@@ -30,6 +30,8 @@ export function controlSocketPath(env: NodeJS.ProcessEnv): string {
 
 /** Listens on the control socket; resolves with a function that closes it (and removes the file). */
 export async function listenControl(socketPath: string, reload: (request: ReloadRequest) => Promise<ReloadAnswer>): Promise<() => void> {
+  // sun_path holds 107 bytes and a NUL; a longer path would be cut short where no client looks.
+  if (Buffer.byteLength(socketPath) > 107) throw new Error(`${socketPath}: too long for a Unix socket's path`);
   rmSync(socketPath, { force: true }); // a socket left by a killed daemon
   const server = net.createServer((socket) => {
     let buffered = "";

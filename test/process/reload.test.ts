@@ -6,7 +6,8 @@
  */
 import { spawn } from "node:child_process";
 import { execFileSync } from "node:child_process";
-import { rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import t from "tap";
 import { POLICY_MAX_BYTES } from "../../src/scheduler/policy.js";
@@ -40,8 +41,9 @@ t.test("lmd reload: the outcome through the control socket; an invalid file fail
   const dir = t.testdir();
   const policy = path.join(dir, "models.yaml");
   await writeFile(policy, "models:\n  demo:\n    num_parallel: 2\n    preload: true\n");
-  const runtime = path.join(dir, "run");
-  execFileSync("mkdir", ["-p", runtime]);
+  // A short path: a Unix socket's path has room for 107 bytes, less than a fixture directory's.
+  const runtime = await mkdtemp(path.join(os.tmpdir(), "lmd-run-"));
+  t.teardown(() => rm(runtime, { recursive: true, force: true }));
   const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "models"), SERVICE_MODELS_CONFIG: policy, RUNTIME_DIRECTORY: runtime });
   await d.waitForLog((l) => l.msg === "model preloaded");
   t.equal((await ps(d.url))[0]?.num_parallel, 2);
