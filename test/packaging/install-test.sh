@@ -468,6 +468,7 @@ systemd_steps() {
 	step "systemctl start returns once /api/version answers (Type=notify, READY=1)" check_ready
 	step "with a preloaded model, systemctl restart returns once it is in /api/ps; a failed preload is an error" check_preload
 	step "systemctl status shows the daemon's STATUS= line" check_status
+	step "lmd doctor as the service's user, with its configuration: exit 0, the unit running" check_doctor
 	step "systemctl reload applies a changed policy file and log level, same PID" check_reload
 	step "an invalid policy file: reload fails, old policy kept, an error at priority 3" check_reload_invalid
 	step "journalctl LMD_MODEL=demo -o json: the request's entry with its fields; nothing at -p err for it" check_request_fields
@@ -507,6 +508,14 @@ check_status() {
 	out=$(cx systemctl status --no-pager lmd.service)
 	echo "$out" | head -n 8
 	grep -Eq 'Status: "1 model loaded, 0 requests running, 0 queued' <<<"$out" || fail "no STATUS= line in systemctl status"
+}
+
+check_doctor() {
+	local out
+	out=$(cx runuser -u lmd -- sh -c 'set -a; . /etc/lmd/lmd.env; SERVICE_MODELS=${SERVICE_MODELS:-/var/lib/lmd/models} lmd doctor') || { echo "$out"; fail "lmd doctor exited non-zero"; return 1; }
+	echo "$out"
+	grep -q '^address: http://127.0.0.1:11434 is served by lmd ' <<<"$out" && grep -q '^unit: lmd.service active (running)' <<<"$out" ||
+		fail "lmd doctor did not see the daemon or its unit"
 }
 
 # A year from now, as /api/ps's expires_at compares (ISO strings sort by time).
@@ -575,6 +584,8 @@ check_broken_model() {
 # WatchdogSec=3s for this test (a drop-in), then SIGSTOP: systemd must kill and restart within 3s + margin.
 check_watchdog() {
 	local main restarts i
+	# Nothing preloaded: each restart is quick.
+	cx sh -c "printf 'models: {}\n' >$POLICY" || return 1
 	cx sh -c 'mkdir -p /etc/systemd/system/lmd.service.d && printf "[Service]\nWatchdogSec=3s\n" >/etc/systemd/system/lmd.service.d/watchdog.conf' || return 1
 	cx systemctl daemon-reload && cx systemctl restart lmd.service || return 1
 	main=$(cx systemctl show -P MainPID lmd.service)
