@@ -1,6 +1,6 @@
 /**
- * Issue 14: the daemon's log on stdout is JSON for journald, a pipe or a file, and readable lines
- * when stdout is a terminal (a real pty, driven with tmux).
+ * Issue 14: the daemon's log on stdout is JSON for a pipe or a file, and readable lines
+ * when stdout is a terminal (a real pty, driven with tmux), one line per record.
  */
 import path from "node:path";
 import t from "tap";
@@ -20,13 +20,11 @@ t.test("stdout a terminal: readable lines, not JSON; Ctrl+C stops the daemon", {
   const models = await storeWithTiny(path.join(t.testdir(), "models"));
   const term = await terminal(t, "127.0.0.1:0", ["serve"], { env: { SERVICE_MODELS: models, SERVICE_THREADS: "1", SERVICE_GPU: "false" } });
   const started = await term.waitFor(/lmd listening/, 60_000);
-  t.match(started, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: lmd listening$/m, "time, level and message on one line");
-  t.match(started, /^ {4}port: \d+$/m, "its fields indented below it");
+  t.match(started, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: lmd listening \{.*"port":\d+.*\}$/m, "time, level, message and its fields on one line");
   t.notMatch(started, /"level":|"msg":/, "no JSON");
   await term.keys(["C-c"]);
   const stopped = await term.waitFor(/all models unloaded; exiting/, 60_000);
-  t.match(stopped, /^(\^C)?\[[\d:.]+\] INFO: shutting down$/m, "the terminal echoes ^C, then the line");
-  t.match(stopped, /^ {4}signal: "SIGINT"$/m);
+  t.match(stopped, /^(\^C)?\[[\d:.]+\] INFO: shutting down \{"signal":"SIGINT"\}$/m, "the terminal echoes ^C, then the line");
   for (let i = 0; i < 100 && (await term.exitStatus()) === undefined; i++) await new Promise((r) => setTimeout(r, 100));
   t.equal(await term.exitStatus(), 0, "exit status 0");
 });
