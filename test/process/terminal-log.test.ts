@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import t from "tap";
-import { MAIN } from "../helpers/process.js";
+import { isAlive, MAIN, runnerPidOf } from "../helpers/process.js";
 
 t.test("on a terminal: one line per request; refusals at info with their message", async (t) => {
   const dir = t.testdir();
@@ -15,8 +15,14 @@ t.test("on a terminal: one line per request; refusals at info with their message
     env: { PATH: process.env.PATH, HOME: dir, TERM: "dumb", NO_COLOR: "1", SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "models"), SERVICE_GPU: "false", SERVICE_THREADS: "1" },
     stdio: ["pipe", "pipe", "pipe"],
   });
-  t.teardown(() => {
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  // The daemon is script's child: killed by its pid if the test ends early (a vanished terminal
+  // is not a stop: its SIGHUP means reload).
+  let daemon: number | undefined;
+  t.teardown(async () => {
+    if (daemon !== undefined && isAlive(daemon)) process.kill(daemon, "SIGKILL");
     child.kill("SIGKILL");
+    await exited;
   });
   let out = "";
   child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
@@ -28,6 +34,7 @@ t.test("on a terminal: one line per request; refusals at info with their message
     if (port === undefined) await sleep(100);
   }
   t.ok(port, "the daemon listens");
+  daemon = await runnerPidOf(child.pid!);
   const url = `http://127.0.0.1:${port}`;
   for (const [p, id] of [["/readyz?model=demo", "probe-1"], ["/api/show", "show-1"]] as const) {
     const res = await fetch(`${url}${p}`, { method: p === "/api/show" ? "POST" : "GET", body: p === "/api/show" ? JSON.stringify({ model: "missing" }) : undefined, headers: { "x-request-id": id } });
@@ -42,5 +49,8 @@ t.test("on a terminal: one line per request; refusals at info with their message
   t.equal(of("show-1").length, 1, "a 404 is one line");
   t.match(of("show-1")[0], /INFO: request .*"status":404.*"error":"model 'missing' not found/, "carrying its message");
   t.notMatch(text(), /ERROR|^\s+at /m, "no error, no stack");
-  child.kill("SIGTERM");
+  child.stdin.write("\u0003"); // Ctrl+C on the terminal
+  await exited;
+  for (let i = 0; i < 100 && daemon !== undefined && isAlive(daemon); i++) await sleep(100);
+  t.notOk(daemon !== undefined && isAlive(daemon), "Ctrl+C stops it");
 });
