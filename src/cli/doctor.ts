@@ -12,7 +12,6 @@ import { mkdir, readdir, rm, stat, statfs, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { chosenBackend, detectBackends } from "../backends.js";
 import { clientUrl, loadConfig, VARIABLES, withAliases, type Config } from "../config.js";
 import { availableRam } from "../scheduler/memory.js";
 import { formatBytes } from "../units.js";
@@ -222,17 +221,25 @@ function whoListens(port: number): string | undefined {
   return undefined;
 }
 
+/**
+ * The backends found and the one a load would use, as the daemon finds them at start
+ * (src/backend.ts: the files first, then a probe process that opens node-llama-cpp as a runner
+ * would, naming the device).
+ */
 async function checkBackends(config: Readonly<Config>): Promise<Check> {
   const name = "backends";
-  const backends = detectBackends();
-  const found = backends.map((b) => `${b.name} ${b.problem ?? "ready"}`).join("; ");
-  const chosen = chosenBackend(backends, config.gpu);
-  const mode = config.gpu === false ? "cpu" : config.gpu;
-  if (!chosen) {
-    const problem = `no usable backend for SERVICE_GPU=${mode} (${found})`;
-    return { name, line: problem, problem };
+  const { findBackend, installedBackends, SYSTEM_PACKAGE } = await import("../backend.js");
+  const found = ["cpu", ...installedBackends().installed.map((b) => (b.packaged ? `${b.backend} (${SYSTEM_PACKAGE[b.backend]})` : b.backend))];
+  const report = await findBackend(config.gpu);
+  const mode = config.gpu === false ? "false" : config.gpu;
+  const use = report.backend === "cpu" ? "cpu" : `${report.backend} (${report.devices.join(", ") || "a GPU"}, ${formatBytes(report.vramBytes)} of VRAM)`;
+  const unused = report.unused.map((u) => `${u.backend} not used: ${u.reason}`);
+  const line = `found ${found.join(", ")}; SERVICE_GPU=${mode} would use ${use}${unused.length > 0 ? `; ${unused.join("; ")}` : ""}`;
+  // SERVICE_GPU=cuda or vulkan with that backend unusable: every model load would fail.
+  if (config.gpu !== false && config.gpu !== "auto" && report.backend !== config.gpu) {
+    return { name, line, problem: `SERVICE_GPU=${config.gpu}, but the ${config.gpu} backend cannot be used: ${report.error ?? "no usable device"}` };
   }
-  return { name, line: `${found}; SERVICE_GPU=${mode} would use ${chosen.name}` };
+  return { name, line };
 }
 
 async function checkMemory(): Promise<Check> {

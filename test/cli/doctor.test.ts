@@ -42,7 +42,7 @@ t.test("healthy: a running daemon on the address, a writable store → exit 0", 
   t.notMatch(r.out, /hunter2|s3cret/, "no secret is printed");
   t.match(r.out, new RegExp(`^store: ${models} writable, 1 model, .* used, .* free$`, "m"));
   t.match(r.out, new RegExp(`^address: http://127\\.0\\.0\\.1:${port} is served by lmd \\d`, "m"));
-  t.match(r.out, /^backends: .*cpu ready; SERVICE_GPU=cpu would use cpu$/m);
+  t.match(r.out, /^backends: found cpu.*; SERVICE_GPU=false would use cpu$/m);
   t.match(r.out, /^memory: .* total, .* available/m);
   t.match(lastLine(r.out), /^ok: lmd .* is ready to serve$/);
   d.child.kill("SIGTERM");
