@@ -4,7 +4,6 @@
  */
 import { fork } from "node:child_process";
 import path from "node:path";
-import autocannon from "autocannon";
 import type { DecodeResult } from "./direct.js";
 
 export interface Sampling {
@@ -91,7 +90,9 @@ export async function lmdDecode(url: string, prompt: string, tokens: number, str
   return { streams: results.map((r) => ({ tokens: r.evalCount, firstMs: r.firstMs, lastMs: r.lastMs })) };
 }
 
-function cannon(url: string, seconds: number): Promise<number> {
+/** autocannon is loaded when requests/s are measured: the other figures run with the production dependencies alone. */
+async function cannon(url: string, seconds: number): Promise<number> {
+  const { default: autocannon } = await import("autocannon");
   return new Promise((resolve, reject) => {
     autocannon({ url, connections: 32, duration: seconds, pipelining: 1 }, (err, result) => (err ? reject(err) : resolve(result.requests.average)));
   });
