@@ -13,7 +13,9 @@
  *
  * `--only <section>` runs one section (`--serving-rounds` rounds) and prints its rows: `aggregate`
  * (4 and 8 streams, against llama-server with `--llama-server`; no TTFT-under-load probes), `busy`
- * (the busy-host and two-models rows) or `speculative` (the speculative-decoding rows).
+ * (the busy-host and two-models rows), `speculative` (the speculative-decoding rows), `memory`
+ * (KV-cache types and saved prompt prefixes, bench/memory.ts) or `tokenize` (long texts through
+ * `/api/tokenize`, bench/tokenize.ts).
  *
  * `--llama-server-engine` picks the llama.cpp libraries llama-server runs on (bench/llama-server.ts):
  * its own native build, or node-llama-cpp's prebuilt ones (lmd's); `auto` (the default) is native
@@ -47,6 +49,7 @@ import { settle, stopProcess, track } from "./procs.js";
 import { prose } from "./serving.js";
 import { median, servingFigures, type Row } from "./serving-run.js";
 import { memoryFigures } from "./memory.js";
+import { tokenizeRows } from "./tokenize.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
@@ -69,7 +72,7 @@ const { values: args } = parseArgs({
     only: { type: "string" },
   },
 });
-const sections = ["aggregate", "busy", "speculative", "memory"] as const;
+const sections = ["aggregate", "busy", "speculative", "memory", "tokenize"] as const;
 type Section = (typeof sections)[number];
 const isSection = (s: string | undefined): s is Section => sections.includes(s as Section);
 if (args.only !== undefined && !isSection(args.only)) {
@@ -194,8 +197,8 @@ async function main(): Promise<void> {
   const modelFile = await ensureModel();
   if (args["llama-server-bin"]) useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, gpu ? path.join(cache, "llama-server.log") : undefined);
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
-  if (args.only === "memory") return onlyMemory(modelFile);
-  if (isSection(args.only) && args.only !== "memory") return only(modelFile, args.only);
+  if (args.only === "memory" || args.only === "tokenize") return onlyRows(args.only, modelFile);
+  if (isSection(args.only) && args.only !== "memory" && args.only !== "tokenize") return only(modelFile, args.only);
   const idleLmd = await startLmd(modelFile, {});
   await new Promise((r) => setTimeout(r, 1000));
   const rssIdle = rssMb(idleLmd.child.pid);
@@ -328,7 +331,7 @@ async function main(): Promise<void> {
     ["RSS (MB): daemon idle; daemon and runner with the model loaded", `${f(rssIdle, 0)}; ${f(rss.loaded, 0)} + ${f(rss.runner, 0)}`, "—", "idle ≤ 100"],
   ];
   // KV-cache types and saved prompt prefixes are CPU measurements.
-  const memory = gpu ? [] : await memoryRows(modelFile);
+  const memory = gpu ? [] : [...(await memoryRows(modelFile)), ...(await tokenizeFigures(modelFile))];
   const table = (rows: Row[]) => ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
   process.stdout.write(
@@ -349,9 +352,14 @@ function memoryRows(modelFile: string): Promise<Row[]> {
   return memoryFigures({ startLmd: (file, env) => startLmd(file, env), preset, cache, rounds: args.quick ? 1 : 3, tokens, threads, log });
 }
 
-/** `--only memory`: the memory rows alone. */
-async function onlyMemory(modelFile: string): Promise<void> {
-  const rows = await memoryRows(modelFile);
+/** The tokenizing rows (bench/tokenize.ts). */
+function tokenizeFigures(modelFile: string): Promise<Row[]> {
+  return tokenizeRows({ startLmd: (env) => startLmd(modelFile, env), rounds: args.quick ? 1 : 3 });
+}
+
+/** `--only memory` or `--only tokenize`: those rows alone. */
+async function onlyRows(section: "memory" | "tokenize", modelFile: string): Promise<void> {
+  const rows = section === "memory" ? await memoryRows(modelFile) : await tokenizeFigures(modelFile);
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
   process.stdout.write(
     ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n") +
@@ -361,7 +369,7 @@ async function onlyMemory(modelFile: string): Promise<void> {
 }
 
 /** `--only <section>`: one section of the serving figures, its rows and the load. */
-async function only(modelFile: string, section: Exclude<Section, "memory">): Promise<void> {
+async function only(modelFile: string, section: Exclude<Section, "memory" | "tokenize">): Promise<void> {
   const serving = await servingFigures({
     startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
     startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel, engine) : undefined,
