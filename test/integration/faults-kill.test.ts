@@ -73,11 +73,12 @@ t.test("a runner SIGKILLed mid-stream: the other model is unaffected, the next r
   const stream = async (model: string, numPredict: number) => {
     const res = await postJson(`${url}/api/generate`, { model, prompt: "Keep going", options: { temperature: 0, num_predict: numPredict } });
     const reader = res.body!.getReader();
-    await reader.read(); // generating
-    return reader;
+    // Generating. What this first read brings is kept: on a busy machine it may be the whole answer.
+    const first = await reader.read();
+    return { reader, text: first.value ? Buffer.from(first.value).toString() : "" };
   };
-  const readAll = async (reader: ReadableStreamDefaultReader<Uint8Array>) => {
-    let text = "";
+  const readAll = async ({ reader, text: start }: { reader: ReadableStreamDefaultReader<Uint8Array>; text: string }) => {
+    let text = start;
     for (;;) {
       const { done, value } = await reader.read();
       if (done) return text.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
