@@ -8,18 +8,24 @@
  * node-llama-cpp looks them up. Most reasons a GPU goes unused can be read from the file system
  * at no cost (the binaries are for another node-llama-cpp, the driver or the Vulkan loader is
  * missing, no device node). Only when a backend could work does a probe process (runner/probe.ts)
- * open node-llama-cpp as a runner would, and say which backend it got and why the others failed.
+ * open node-llama-cpp as a runner would, and say which backend it got and why the others failed;
+ * with a GPU backend it also decodes a few tokens of a tiny model (its smoke test). A backend that
+ * opens and fails that test (prebuilt CUDA binaries newer than the driver abort the process at the
+ * first decode) is broken: with SERVICE_GPU=auto the runners then use the CPU ({@link runnerGpu}),
+ * with SERVICE_GPU=cuda or vulkan model loads are refused with the reason.
  *
  * Binaries an lmd GPU package installed (found through its link) that go unused are a warning: an
  * operator installed them to use a GPU. Those npm put into a checkout's node_modules (node-llama-cpp's
  * optional dependencies) are only mentioned.
  */
 import { fork } from "node:child_process";
-import { existsSync, lstatSync, readFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
+import os from "node:os";
 import path from "node:path";
 import type { Logger } from "pino";
 import type { GpuMode } from "./config.js";
+import type { RunnerGpu } from "./runner/protocol.js";
 import { childEntry, runnerEnv } from "./runner/client.js";
 import type { ProbeResult } from "./runner/probe.js";
 import { formatBytes } from "./units.js";
@@ -131,8 +137,8 @@ export interface BackendReport {
   backend: GpuBackend | "cpu";
   devices: string[];
   vramBytes: number;
-  /** Installed backends that are not used, with the reason. */
-  unused: { backend: GpuBackend; packaged: boolean; reason: string }[];
+  /** Installed backends that are not used, with the reason; `broken`: it opened and failed its smoke test. */
+  unused: { backend: GpuBackend; packaged: boolean; reason: string; broken?: boolean }[];
   /** The probe could not open any backend (its message). */
   error?: string | undefined;
 }
@@ -148,7 +154,10 @@ export async function reportBackend(mode: GpuMode, log: Logger, host: HostFacts 
   return report;
 }
 
-export async function findBackend(mode: GpuMode, host: HostFacts = realHost(), nodeModules = nodeModulesDir()): Promise<BackendReport> {
+/** Runs the probe process (tests pass a stand-in for a GPU host). */
+export type Probe = (mode: GpuMode, candidates: GpuBackend[]) => Promise<ProbeResult>;
+
+export async function findBackend(mode: GpuMode, host: HostFacts = realHost(), nodeModules = nodeModulesDir(), probe: Probe = runProbe): Promise<BackendReport> {
   if (mode === false) return { backend: "cpu", devices: [], vramBytes: 0, unused: [] };
   const { llamaVersion, installed } = installedBackends(nodeModules);
   const unused: BackendReport["unused"] = [];
@@ -166,35 +175,127 @@ export async function findBackend(mode: GpuMode, host: HostFacts = realHost(), n
     const error = mode !== "auto" ? unused.find((u) => u.backend === mode)?.reason : undefined;
     return { backend: "cpu", devices: [], vramBytes: 0, unused, ...(error ? { error } : {}) };
   }
-  const probed = await runProbe(mode, candidates.map((c) => c.backend));
+  const probed = await probe(mode, candidates.map((c) => c.backend));
+  let backend = probed.backend;
+  let error = probed.error;
+  if (backend !== "cpu" && probed.smoke === "failed") {
+    const reason = smokeFailure(backend, probed.devices, probed.smokeError);
+    const c = candidates.find((x) => x.backend === backend);
+    unused.push({ backend, packaged: c?.packaged ?? false, reason, broken: true });
+    if (mode === backend) error = reason;
+    backend = "cpu";
+  }
   for (const c of candidates) {
     if (probed.backend === c.backend) continue;
     unused.push({ backend: c.backend, packaged: c.packaged, reason: probed.reasons[c.backend] ?? "the backend found no usable device" });
   }
-  return { backend: probed.backend, devices: probed.devices, vramBytes: probed.vramBytes, unused, ...(probed.error ? { error: probed.error } : {}) };
+  const gpu = backend !== "cpu";
+  return { backend, devices: gpu ? probed.devices : [], vramBytes: gpu ? probed.vramBytes : 0, unused, ...(error ? { error } : {}) };
 }
 
-/** Forks runner/probe.ts with the runners' environment; a probe that fails or hangs is a result too. */
-function runProbe(mode: GpuMode, candidates: GpuBackend[], timeoutMs = 120_000): Promise<ProbeResult> {
+/** The reason a backend that opened is not used: its smoke test failed, with llama.cpp's words. */
+export function smokeFailure(backend: GpuBackend, devices: string[], detail: string | undefined): string {
+  const on = devices.length > 0 ? ` on ${devices.join(", ")}` : "";
+  const fix = backend === "cuda" ? "update the NVIDIA driver, or set SERVICE_GPU=false" : "update the GPU driver, or set SERVICE_GPU=false";
+  return `the ${backend} backend fails its first decode${on}: ${detail ?? "the probe process stopped"} (${fix})`;
+}
+
+/**
+ * The `gpu` the runners are started with, once the report is in: the configured mode, except that
+ * with `auto` a GPU backend that fails its smoke test would be taken by every runner and crash it
+ * at the first decode, so the runners use the CPU. When SERVICE_GPU insists on that backend, loads
+ * are refused with the reason (`refusal`) instead of crashing.
+ */
+export function runnerGpu(mode: GpuMode, r: BackendReport): { gpu: RunnerGpu; refusal?: string } {
+  const broken = r.unused.find((u) => u.broken);
+  if (!broken) return { gpu: mode };
+  if (mode === "auto") return { gpu: false };
+  if (mode === broken.backend) return { gpu: mode, refusal: `SERVICE_GPU is ${mode}, but the ${mode} backend cannot be used: ${broken.reason}` };
+  return { gpu: mode };
+}
+
+/**
+ * Forks runner/probe.ts with the runners' environment; a probe that fails or hangs is a result too.
+ * The smoke test's model is written to a scratch directory made here and removed when the probe
+ * exits, however it exits. A probe that dies or hangs during its smoke test (its last answer says
+ * `pending`) failed it, with llama.cpp's error line from its stderr as the reason.
+ */
+export function runProbe(mode: GpuMode, candidates: GpuBackend[], timeoutMs = 120_000, entry = path.join(path.dirname(childEntry()), "probe.js")): Promise<ProbeResult> {
   return new Promise((resolve) => {
-    const child = fork(path.join(path.dirname(childEntry()), "probe.js"), [String(mode), ...candidates], {
-      env: runnerEnv(),
+    const scratch = mkdtempSync(path.join(os.tmpdir(), "lmd-probe-"));
+    // GGML_NO_BACKTRACE: an abort exits at once instead of running gdb for a backtrace.
+    const child = fork(entry, [String(mode), scratch, ...candidates], {
+      env: { ...runnerEnv(), GGML_NO_BACKTRACE: "1" },
       execArgv: [],
       stdio: ["ignore", "ignore", "pipe", "ipc"],
       serialization: "json",
     });
-    let stderr = "";
+    const stderr = new ErrorLines();
     let result: ProbeResult | undefined;
-    child.stderr?.on("data", (d: Buffer) => void (stderr = (stderr + d.toString()).slice(-2000)));
+    child.stderr?.on("data", (d: Buffer) => stderr.add(d.toString()));
     child.on("message", (m: ProbeResult) => (result = m));
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    let timedOut = false;
+    const timer = setTimeout(() => ((timedOut = true), child.kill("SIGKILL")), timeoutMs);
+    let settled = false;
     const done = (why: string) => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
-      resolve(result ?? { backend: "cpu", devices: [], vramBytes: 0, reasons: {}, error: `the backend probe ${why}${stderr.trim() ? `: ${stderr.trim().split("\n").pop()}` : ""}` });
+      rmSync(scratch, { recursive: true, force: true });
+      if (result?.smoke === "pending") {
+        const detail = stderr.reason() ?? (timedOut ? `it did not finish within ${timeoutMs / 1000} s` : `the probe process ${why}`);
+        return resolve({ ...result, smoke: "failed", smokeError: detail });
+      }
+      const last = stderr.last();
+      resolve(result ?? { backend: "cpu", devices: [], vramBytes: 0, reasons: {}, smoke: "skipped", error: `the backend probe ${why}${last ? `: ${last}` : ""}` });
     };
     child.on("exit", (code, signal) => done(signal ? `was killed (${signal})` : `exited with status ${code}`));
     child.on("error", (err) => done(`could not start (${err.message})`));
   });
+}
+
+/**
+ * A probe's stderr, kept as llama.cpp's error lines (`CUDA error: the provided PTX was compiled with
+ * an unsupported toolchain.`) and the last line: an abort can print many lines after the one that
+ * says why.
+ */
+/** The line the probe writes to stderr as its smoke test starts (runner/probe.ts). */
+export const SMOKE_MARKER = "lmd-probe: smoke test";
+
+class ErrorLines {
+  private partial = "";
+  private readonly errors: string[] = [];
+  private lastLine = "";
+
+  add(text: string): void {
+    const lines = (this.partial + text).split("\n");
+    this.partial = lines.pop()!.slice(-2000);
+    for (const raw of lines) this.line(raw);
+  }
+
+  private line(raw: string): void {
+    const line = raw.trim().slice(0, 500);
+    if (!line) return;
+    if (line === SMOKE_MARKER) {
+      // What came before was the opening of the backends, which succeeded.
+      this.errors.length = 0;
+      this.lastLine = "";
+      return;
+    }
+    this.lastLine = line;
+    // "CUDA error: …", "ggml_vulkan: Error: …"; not ggml's own "file.cu:88: CUDA error" abort line.
+    if (/\berror: \S/i.test(line) && this.errors.length < 20) this.errors.push(line.replace(/^llama\.cpp: /, "").replace(/\.$/, ""));
+  }
+
+  reason(): string | undefined {
+    if (this.partial) this.line(this.partial), (this.partial = "");
+    return this.errors[0] ?? (this.lastLine || undefined);
+  }
+
+  last(): string {
+    if (this.partial) this.line(this.partial), (this.partial = "");
+    return this.lastLine;
+  }
 }
 
 export function logReport(mode: GpuMode, r: BackendReport, log: Logger): void {
@@ -208,7 +309,8 @@ export function logReport(mode: GpuMode, r: BackendReport, log: Logger): void {
     const msg = `${what} but not used: ${u.reason}${gpu ? "" : "; models run on the CPU"}`;
     const fields = { backend: u.backend, reason: u.reason };
     if (mode === u.backend) continue; // said below, as an error
-    if (u.packaged) log.warn(fields, msg);
+    // A broken backend is a warning wherever it came from: node-llama-cpp would take it.
+    if (u.packaged || u.broken) log.warn(fields, msg);
     else log.info(fields, msg);
   }
   if (mode !== false && mode !== "auto" && r.backend !== mode) {

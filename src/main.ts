@@ -6,7 +6,7 @@ import { accessSync, constants, existsSync } from "node:fs";
 import path from "node:path";
 import closeWithGrace from "close-with-grace";
 import { createApp, type App } from "./app.js";
-import { reportBackend } from "./backend.js";
+import { reportBackend, runnerGpu } from "./backend.js";
 import { ConfigError, loadConfig, unknownVariables, withAliases, type Config } from "./config.js";
 import { controlSocketPath, listenControl, type ReloadAnswer, type ReloadRequest } from "./control.js";
 import { createLogger, flushLogger, type Logger } from "./logger.js";
@@ -65,8 +65,14 @@ async function serve(): Promise<void> {
   const address = await app.listen().catch((err: unknown) => listenFailure(err, config) ?? storeFailure(err, config));
   log.info({ address: address.address, port: address.port, models: config.models, threads: config.threads ?? "auto", version: VERSION, ...ollamaAliases() }, "lmd listening");
   // Which backend the runners use, and why installed GPU binaries are not (warnings): after the
-  // listener, so that a probe of the GPU never delays serving.
-  void reportBackend(config.gpu, log).catch((err: unknown) => log.warn({ err }, "could not tell which llama.cpp backend is used"));
+  // listener, so that a probe of the GPU never delays serving. A GPU backend that fails the probe's
+  // smoke test is not given to the runners (see Scheduler.useGpu for a model preloaded meanwhile).
+  void reportBackend(config.gpu, log)
+    .then((r) => {
+      const { gpu, refusal } = runnerGpu(config.gpu, r);
+      app.services.scheduler.useGpu(gpu, refusal);
+    })
+    .catch((err: unknown) => log.warn({ err }, "could not tell which llama.cpp backend is used"));
   // The control socket lives in the unit's RuntimeDirectory= (systemd sets RUNTIME_DIRECTORY).
   if (process.env.RUNTIME_DIRECTORY) {
     closeControl = await listenControl(controlSocketPath(process.env), reload).catch((err: NodeJS.ErrnoException) => {

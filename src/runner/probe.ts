@@ -4,14 +4,25 @@
  * each other candidate backend why it was not taken. node-llama-cpp says only "not compatible"
  * when a prebuilt GPU binary fails its test; loading the backend library here gives the dynamic
  * linker's own reason (`libcudart.so.13: cannot open shared object file`). The process exits
- * after its one answer, so what it loaded goes with it.
+ * after its answer, so what it loaded goes with it.
  *
- *   argv: <mode: auto|cuda|vulkan> <candidate backends...>
+ * A GPU backend that opens can still fail at its first decode: prebuilt CUDA binaries built with a
+ * newer CUDA than the driver supports find the device, load a model, and abort the process
+ * (SIGABRT) in the first kernel launch ("the provided PTX was compiled with an unsupported
+ * toolchain"). So with a GPU backend the probe first sends what it opened, then loads a tiny
+ * generated model with every layer offloaded, decodes a few tokens and samples one (the smoke
+ * test), and sends the result again. When the process dies in between, the parent has the first
+ * answer and llama.cpp's error lines, which the engine log copies to stderr at once (the process
+ * may not live to deliver them otherwise).
+ *
+ *   argv: <mode: auto|cuda|vulkan> <scratch directory for the smoke test's model> <candidate backends...>
  */
-import { readdirSync } from "node:fs";
+import { readdirSync, writeSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
+import type { Llama } from "node-llama-cpp";
 import { openLlama } from "./engine.js";
+import { smokeTest } from "./smoke.js";
 
 export interface ProbeResult {
   backend: "cuda" | "vulkan" | "cpu";
@@ -21,6 +32,13 @@ export interface ProbeResult {
   reasons: Partial<Record<"cuda" | "vulkan", string>>;
   /** node-llama-cpp could not be opened at all. */
   error?: string | undefined;
+  /**
+   * The smoke test of a GPU backend: `pending` in the first answer (sent before it runs), then
+   * `passed` or `failed` (with `smokeError`); `skipped` on the CPU.
+   */
+  smoke: "skipped" | "pending" | "passed" | "failed";
+  /** Why the smoke test failed: llama.cpp's first error line, else the exception's message. */
+  smokeError?: string | undefined;
 }
 
 const PACKAGE: Record<"cuda" | "vulkan", string[]> = {
@@ -74,13 +92,20 @@ function whyNot(backend: "cuda" | "vulkan"): string {
   return errors.map((e) => `${label(e.file)} does not load: ${e.error}`).join("; ");
 }
 
+const send = (message: ProbeResult) => new Promise<void>((resolve) => (process.send ? process.send(message, () => resolve()) : resolve()));
+
 async function main(): Promise<void> {
-  const [modeArg, ...candidates] = process.argv.slice(2) as [string, ...("cuda" | "vulkan")[]];
+  const [modeArg, scratch, ...candidates] = process.argv.slice(2) as [string, string, ...("cuda" | "vulkan")[]];
   const mode = modeArg === "cuda" || modeArg === "vulkan" ? modeArg : "auto";
-  const result: ProbeResult = { backend: "cpu", devices: [], vramBytes: 0, reasons: {} };
+  const result: ProbeResult = { backend: "cpu", devices: [], vramBytes: 0, reasons: {}, smoke: "skipped" };
   const errors: string[] = [];
+  let llama: Llama | undefined;
   try {
-    const llama = await openLlama(mode, (level, message) => void (level === "error" && errors.push(message)));
+    llama = await openLlama(mode, (level, message) => {
+      if (level !== "error") return;
+      errors.push(message);
+      writeSync(2, `${message}\n`); // at once: an abort may follow
+    });
     if (llama.gpu === "cuda" || llama.gpu === "vulkan") {
       result.backend = llama.gpu;
       result.devices = await llama.getGpuDeviceNames();
@@ -90,7 +115,20 @@ async function main(): Promise<void> {
     result.error = (err as Error).message;
   }
   for (const c of candidates) if (c !== result.backend) result.reasons[c] = whyNot(c);
-  process.send?.(result, () => process.exit(0));
+  if (llama && result.backend !== "cpu") {
+    await send({ ...result, smoke: "pending" });
+    writeSync(2, "lmd-probe: smoke test\n"); // the parent reads llama.cpp's error lines from here on
+    const before = errors.length;
+    try {
+      await smokeTest(llama, scratch);
+      result.smoke = "passed";
+    } catch (err) {
+      result.smoke = "failed";
+      result.smokeError = (errors[before] ?? (err as Error).message).replace(/^llama\.cpp: /, "");
+    }
+  }
+  await send(result);
+  process.exit(0);
 }
 
 void main();

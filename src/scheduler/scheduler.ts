@@ -16,7 +16,7 @@
  *   and loading requests included, then `unloadAll()` refuses what is left (503) and stops runners.
  */
 import type { Logger } from "pino";
-import { ServiceBusyError, ShuttingDownError } from "../errors.js";
+import { ModelLoadError, ServiceBusyError, ShuttingDownError } from "../errors.js";
 import type { ResolvedModel } from "../store/store.js";
 import type { FlashAttention, KvCacheType, LoadSpec, PrefixCacheSpec, MemoryEstimate, RunnerGpu, RunnerInfo, SpeculationLoad } from "../runner/protocol.js";
 import { Runner, type JobStats, type RunnerOptions } from "../runner/client.js";
@@ -142,8 +142,26 @@ export class Scheduler {
   private stopped = false;
   private useCounter = 0;
   private readonly idleWaiters = new Set<() => void>();
+  /** The `gpu` of new load specs: SERVICE_GPU until the backend report says otherwise ({@link useGpu}). */
+  private gpu: RunnerGpu;
+  /** Loads that would use the GPU are refused with this (SERVICE_GPU insists on a broken backend). */
+  private gpuRefusal: string | undefined;
 
-  constructor(private readonly options: SchedulerOptions) {}
+  constructor(private readonly options: SchedulerOptions) {
+    this.gpu = options.gpu;
+  }
+
+  /**
+   * What the start's backend report found (src/backend.ts runnerGpu): the `gpu` that new runners get,
+   * and a reason to refuse loads that would use the GPU. A model loaded before the report came in
+   * (a preload) keeps its runner until that is idle: its spec no longer matches, so the next request
+   * reloads it with the new setting; if the broken backend crashes it first, the next request loads
+   * it anew, with the new setting too.
+   */
+  useGpu(gpu: RunnerGpu, refusal?: string): void {
+    this.gpu = gpu;
+    this.gpuRefusal = refusal;
+  }
 
   /** Models resident at most at once. */
   get maxLoaded(): number {
@@ -388,7 +406,7 @@ export class Scheduler {
       sequences: policy?.numParallel ?? this.options.numParallel,
       threads: numThread !== undefined && numThread > 0 ? numThread : (this.options.threads ?? 0),
       // `gpus: []` in the policy file: no GPU for this model, so no backend probing in its runner.
-      gpu: policy?.gpus?.length === 0 ? false : this.options.gpu,
+      gpu: policy?.gpus?.length === 0 ? false : this.gpu,
       ...(policy?.gpus !== undefined ? { gpus: policy.gpus } : {}),
       ...(this.options.gpuOverheadBytes ? { gpuOverheadBytes: this.options.gpuOverheadBytes } : {}),
       gpuLayers: numGpu !== undefined && numGpu >= 0 ? numGpu : undefined,
@@ -484,7 +502,8 @@ export class Scheduler {
     const start =
       this.options.startRunner ??
       ((s: LoadSpec, m: ResolvedModel) => Runner.start(s, { name: m.display, log: this.options.log, loadTimeoutMs: this.options.loadTimeoutMs, renderTimeoutMs: this.options.renderTimeoutMs, ...hooks }));
-    const promise = start(spec, model, hooks).then(
+    const refusal = spec.gpu !== false ? this.gpuRefusal : undefined;
+    const promise = (refusal ? Promise.reject(new ModelLoadError(model.display, refusal)) : start(spec, model, hooks)).then(
       (runner) => {
         const entry: Loaded = { model, runner, spec, active: 0, keepAliveMs: this.keepAliveFor(model.key), expiresAt: undefined, timer: undefined, lastUsed: ++this.useCounter };
         runner.onCrash = () => this.dropCrashed(entry);
