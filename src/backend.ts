@@ -210,7 +210,7 @@ export function runnerGpu(mode: GpuMode, r: BackendReport): { gpu: RunnerGpu; re
   const broken = r.unused.find((u) => u.broken);
   if (!broken) return { gpu: mode };
   if (mode === "auto") return { gpu: false };
-  if (mode === broken.backend) return { gpu: mode, refusal: `SERVICE_GPU is ${mode}, but the ${mode} backend cannot be used: ${broken.reason}` };
+  if (mode === broken.backend) return { gpu: mode, refusal: `no usable llama.cpp backend: SERVICE_GPU is ${mode}, but ${broken.reason}` };
   return { gpu: mode };
 }
 

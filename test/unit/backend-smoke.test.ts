@@ -94,7 +94,7 @@ t.test("SERVICE_GPU=cuda, the smoke test fails: an error at start, and loads are
     [50, `SERVICE_GPU is cuda, but the cuda backend cannot be used: ${REASON}; model loads will fail`],
   ]);
   const decided = runnerGpu("cuda", report);
-  t.same(decided, { gpu: "cuda", refusal: `SERVICE_GPU is cuda, but the cuda backend cannot be used: ${REASON}` });
+  t.same(decided, { gpu: "cuda", refusal: `no usable llama.cpp backend: SERVICE_GPU is cuda, but ${REASON}` });
 
   const { scheduler, specs } = schedulerWithSpecs();
   scheduler.useGpu(decided.gpu, decided.refusal);
