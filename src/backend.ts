@@ -227,11 +227,14 @@ export function runProbe(mode: GpuMode, candidates: GpuBackend[], timeoutMs = 12
     const child = fork(entry, [String(mode), scratch, ...candidates], {
       env: { ...runnerEnv(), GGML_NO_BACKTRACE: "1" },
       execArgv: [],
-      stdio: ["ignore", "ignore", "pipe", "ipc"],
+      stdio: ["ignore", "pipe", "pipe", "ipc"],
       serialization: "json",
     });
+    // llama.cpp's lines during the smoke test come on both (runner/probe.ts).
+    const stdout = new ErrorLines();
     const stderr = new ErrorLines();
     let result: ProbeResult | undefined;
+    child.stdout?.on("data", (d: Buffer) => stdout.add(d.toString()));
     child.stderr?.on("data", (d: Buffer) => stderr.add(d.toString()));
     child.on("message", (m: ProbeResult) => (result = m));
     let timedOut = false;
@@ -242,8 +245,10 @@ export function runProbe(mode: GpuMode, candidates: GpuBackend[], timeoutMs = 12
       settled = true;
       clearTimeout(timer);
       rmSync(scratch, { recursive: true, force: true });
-      if (result?.smoke === "pending") {
-        const detail = stderr.reason() ?? (timedOut ? `it did not finish within ${timeoutMs / 1000} s` : `the probe process ${why}`);
+      if (result?.smoke === "pending" || result?.smoke === "failed") {
+        const detail =
+          stdout.error() ?? stderr.error() ?? (result.smoke === "failed" ? result.smokeError : undefined) ?? (stderr.last() || undefined) ??
+          (timedOut ? `it did not finish within ${timeoutMs / 1000} s` : `the probe process ${why}`);
         return resolve({ ...result, smoke: "failed", smokeError: detail });
       }
       const last = stderr.last();
@@ -287,9 +292,10 @@ class ErrorLines {
     if (/\berror: \S/i.test(line) && this.errors.length < 20) this.errors.push(line.replace(/^llama\.cpp: /, "").replace(/\.$/, ""));
   }
 
-  reason(): string | undefined {
+  /** The first error line (since the smoke test's marker). */
+  error(): string | undefined {
     if (this.partial) this.line(this.partial), (this.partial = "");
-    return this.errors[0] ?? (this.lastLine || undefined);
+    return this.errors[0];
   }
 
   last(): string {

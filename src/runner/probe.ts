@@ -12,8 +12,7 @@
  * toolchain"). So with a GPU backend the probe first sends what it opened, then loads a tiny
  * generated model with every layer offloaded, decodes a few tokens and samples one (the smoke
  * test), and sends the result again. When the process dies in between, the parent has the first
- * answer and llama.cpp's error lines, which the engine log copies to stderr at once (the process
- * may not live to deliver them otherwise).
+ * answer and llama.cpp's error lines, which the addon writes to stdout and stderr during the test.
  *
  *   argv: <mode: auto|cuda|vulkan> <scratch directory for the smoke test's model> <candidate backends...>
  */
@@ -117,7 +116,11 @@ async function main(): Promise<void> {
   for (const c of candidates) if (c !== result.backend) result.reasons[c] = whyNot(c);
   if (llama && result.backend !== "cpu") {
     await send({ ...result, smoke: "pending" });
-    writeSync(2, "lmd-probe: smoke test\n"); // the parent reads llama.cpp's error lines from here on
+    // The parent reads llama.cpp's error lines from here on. node-llama-cpp passes them to its
+    // logger through a queue that an abort does not wait for (the line that says why is lost);
+    // without a logger its addon writes them to the process's own output at once (errors on stdout).
+    (llama as unknown as { _bindings?: { setLogger?: () => void } })._bindings?.setLogger?.();
+    for (const fd of [1, 2]) writeSync(fd, "lmd-probe: smoke test\n");
     const before = errors.length;
     try {
       await smokeTest(llama, scratch);

@@ -114,18 +114,21 @@ t.test("the scheduler starts runners with the gpu the report decided; a model lo
 
 t.test("a probe that dies in its smoke test: the backend failed it, with llama.cpp's error line, and the scratch model is removed", async (t) => {
   // Does what the probe did on that host: answers that CUDA opened, starts the smoke test, writes
-  // the model, and the first decode aborts the process after llama.cpp's lines.
+  // the model, and the first decode aborts the process: llama.cpp's lines on stdout (node-llama-cpp's
+  // addon writes errors there once its logger is unset), ggml's abort line on stderr.
   const dir = tmp();
   const entry = path.join(dir, "dying-probe.mjs");
-  const lines = [SMOKE_MARKER, `${PTX}.`, "  current device: 0, in function ggml_cuda_mul_mat at ggml-cuda.cu:1234", "  cudaGetLastError()", "/build/ggml-cuda.cu:88: CUDA error"];
+  const llamaLines = [`${PTX}.`, "  current device: 0, in function ggml_cuda_mul_mat at ggml-cuda.cu:1234", "  cudaGetLastError()"].join("\n") + "\n";
   writeFileSync(
     entry,
     `import { writeFileSync, writeSync } from "node:fs";
      const [, , , scratch] = process.argv;
-     writeSync(2, "ggml_vulkan: Error: an error while the backends opened\\n");
+     writeSync(1, "ggml_vulkan: Error: an error while the backends opened\\n");
      process.send({ backend: "cuda", devices: ["NVIDIA H200"], vramBytes: 1, reasons: {}, smoke: "pending" }, () => {
+       for (const fd of [1, 2]) writeSync(fd, ${JSON.stringify(SMOKE_MARKER + "\n")});
        writeFileSync(scratch + "/smoke.gguf", "GGUF");
-       writeSync(2, ${JSON.stringify(lines.join("\n") + "\n")});
+       writeSync(1, ${JSON.stringify(llamaLines)});
+       writeSync(2, "/build/ggml-cuda.cu:108: CUDA error\\n");
        process.abort();
      });`,
   );
@@ -134,7 +137,8 @@ t.test("a probe that dies in its smoke test: the backend failed it, with llama.c
   process.env.TMPDIR = scratchParent;
   t.teardown(() => void (saved === undefined ? delete process.env.TMPDIR : (process.env.TMPDIR = saved)));
   const result = await runProbe("auto", ["cuda"], 60_000, entry);
-  t.match(result, { backend: "cuda", smoke: "failed", smokeError: PTX });
+  t.match(result, { backend: "cuda", smoke: "failed" });
+  t.equal(result.smokeError, PTX, "llama.cpp's line that says why, not ggml's abort line or an error from before the test");
   t.same(readdirSync(scratchParent), [], "the scratch directory and its model are gone");
   const report = await findBackend("auto", gpuHost, cudaTree(), async () => result);
   t.equal(report.unused[0]?.reason, REASON);
