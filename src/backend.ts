@@ -1,6 +1,6 @@
 /**
- * Which llama.cpp backend the runners will use, told once at start (daemon side: no node-llama-cpp
- * here, DESIGN §1).
+ * Which llama.cpp backend the runners will use, told once at start (daemon side: node-llama-cpp is
+ * imported only in runner processes, so a native crash never takes the daemon down).
  *
  * The GPU binaries are node-llama-cpp's prebuilt packages (`@node-llama-cpp/linux-x64-cuda` with
  * its `-ext` part, `@node-llama-cpp/linux-x64-vulkan`); the `lmd-cuda` and `lmd-vulkan` system
