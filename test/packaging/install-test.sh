@@ -285,6 +285,8 @@ check_upgrade() {
 }
 
 check_purge() {
+	# The model loaded earlier opened the saved-prefix directory (SERVICE_CACHE_DIR's default): purge takes it too.
+	cx test -d /var/lib/lmd/cache || fail "no /var/lib/lmd/cache before purge" || return 1
 	cx dpkg --purge lmd </dev/null || return 1
 	local p
 	for p in /var/lib/lmd /var/log/lmd /etc/lmd /usr/lib/lmd /usr/lib/systemd/system/lmd.service; do
@@ -626,7 +628,7 @@ scenario_deb() {
 	newdeb=$WORK/lmd-upgrade.deb
 	step "a newer build ($newversion)" repack "$deb" "$newdeb" "$newversion"
 	step "upgrade keeps /etc/lmd/lmd.env edits and the models, and restarts" check_upgrade "$newdeb" "$newversion"
-	step "dpkg --purge removes state, logs and configuration" check_purge
+	step "dpkg --purge removes state (models, saved prefixes), logs and configuration" check_purge
 	step "policy-rc.d is respected: installed and enabled, not started" check_policy_rc_d
 	step "container stopped and removed" teardown deb
 	rm -f "$newdeb"
