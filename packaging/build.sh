@@ -165,15 +165,23 @@ build_rpm() {
 	local top=$WORK/rpm out=$OUT/lmd-${VERSION}.x86_64.rpm completion=0
 	log "building $out"
 	[ -f "$STAGE/usr/share/bash-completion/completions/lmd" ] && completion=1
+	rpm_build packaging/rpm/lmd.spec "$top" "lmd-${VERSION//-/_}.x86_64.rpm" "$out" \
+		--define "lmd_stage $STAGE" --define "lmd_completion $completion"
+}
+
+# rpm_build SPEC TOPDIR BUILT OUT [--define ...]: rpmbuild with the defines every lmd package shares
+# (version, packager, reproducible times), then the built BUILT moved to OUT.
+rpm_build() {
+	local spec=$1 top=$2 built=$3 out=$4
+	shift 4
 	rm -rf "$top" && mkdir -p "$top"
-	rpmbuild -bb --quiet packaging/rpm/lmd.spec \
+	rpmbuild -bb --quiet "$spec" \
 		--define "_topdir $top" --define "_rpmdir $top/out" --define "_build_name_fmt %%{NAME}-%%{VERSION}.%%{ARCH}.rpm" \
-		--define "lmd_version ${VERSION//-/_}" --define "lmd_stage $STAGE" --define "lmd_completion $completion" \
-		--define "lmd_llama_version $LLAMA_VERSION" \
+		--define "lmd_version ${VERSION//-/_}" --define "lmd_llama_version $LLAMA_VERSION" \
 		--define "packager $MAINTAINER" --define "_buildhost lmd-build" --define "use_source_date_epoch_as_buildtime 1" \
 		--define "clamp_mtime_to_source_date_epoch 1" \
-		--define "lmd_changelog_date $(LC_ALL=C date -u -d "@$SOURCE_DATE_EPOCH" '+%a %b %d %Y')" >&2
-	mv "$top/out/lmd-${VERSION//-/_}.x86_64.rpm" "$out"
+		--define "lmd_changelog_date $(LC_ALL=C date -u -d "@$SOURCE_DATE_EPOCH" '+%a %b %d %Y')" "$@" >&2
+	mv "$top/out/$built" "$out"
 	rm -rf "$top"
 }
 
@@ -256,17 +264,9 @@ build_gpu_deb() {
 build_gpu_rpm() {
 	local backend=$1 top=$WORK/rpm-$1 out=$OUT/lmd-$1-${VERSION}.x86_64.rpm
 	log "building $out"
-	rm -rf "$top" && mkdir -p "$top"
-	rpmbuild -bb --quiet packaging/rpm/lmd-gpu.spec \
-		--define "_topdir $top" --define "_rpmdir $top/out" --define "_build_name_fmt %%{NAME}-%%{VERSION}.%%{ARCH}.rpm" \
+	rpm_build packaging/rpm/lmd-gpu.spec "$top" "lmd-$backend-${VERSION//-/_}.x86_64.rpm" "$out" \
 		--define "lmd_backend $backend" --define "lmd_summary $(gpu_summary "$backend")" \
-		--define "lmd_version ${VERSION//-/_}" --define "lmd_stage $WORK/stage-$backend" --define "lmd_llama_version $LLAMA_VERSION" \
-		--define "_binary_payload w${GPU_ZSTD_LEVEL}T.zstdio" \
-		--define "packager $MAINTAINER" --define "_buildhost lmd-build" --define "use_source_date_epoch_as_buildtime 1" \
-		--define "clamp_mtime_to_source_date_epoch 1" \
-		--define "lmd_changelog_date $(LC_ALL=C date -u -d "@$SOURCE_DATE_EPOCH" '+%a %b %d %Y')" >&2
-	mv "$top/out/lmd-$backend-${VERSION//-/_}.x86_64.rpm" "$out"
-	rm -rf "$top"
+		--define "lmd_stage $WORK/stage-$backend" --define "_binary_payload w${GPU_ZSTD_LEVEL}T.zstdio"
 }
 
 stage

@@ -28,7 +28,7 @@ function cacheDir(): string {
 
 /**
  * The path of `file` (relative to llama.cpp's source root, e.g. `models/ggml-vocab-bert-bge.gguf`)
- * read out of node-llama-cpp's bundle. The first call clones the bundle (bare, ~35 MB) into the
+ * read out of node-llama-cpp's bundle. The first call clones the bundle (bare) into the
  * cache; later calls read from that clone, and a file read once is reused.
  */
 export async function bundledFile(file: string): Promise<string> {
