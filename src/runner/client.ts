@@ -14,6 +14,7 @@ import { formatBytes } from "../units.js";
 import { RenderBudget, seconds } from "./render-budget.js";
 import { TokenParts } from "./token-parts.js";
 import { jobLimitError } from "./limits.js";
+import type { RunnerHandle } from "./handle.js";
 import type { ChatJob, ChatResult, EmbedJob, EmbedResult, FromRunner, GenerateJob, GenerateStats, LoadSpec, MemoryEstimate, RankJob, RankResult, RenderJob, RunnerFailureKind, RunnerInfo, TokenLogprob, ToRunner } from "./protocol.js";
 
 /** What metrics learn about each finished job. */
@@ -112,7 +113,7 @@ interface PendingJob {
 }
 
 /** One runner child process holding one loaded model. */
-export class Runner {
+export class Runner implements RunnerHandle {
   readonly info: RunnerInfo;
   private readonly jobs = new Map<number, PendingJob>();
   private nextId = 1;
