@@ -32,7 +32,8 @@ import { Metrics } from "./metrics.js";
 import { rootRoutes } from "./routes/root.js";
 import { healthRoutes } from "./routes/health.js";
 import type { Services } from "./routes/services.js";
-import { Scheduler, type SchedulerOptions } from "./scheduler/scheduler.js";
+import { Runner } from "./runner/client.js";
+import { Scheduler, type StartRunner } from "./scheduler/scheduler.js";
 import { PolicyTable, readPolicyFile } from "./scheduler/policy.js";
 import { preloadModels, type PreloadHooks } from "./scheduler/preload.js";
 import { VERSION } from "./version.js";
@@ -40,7 +41,7 @@ import { VERSION } from "./version.js";
 export interface AppDeps {
   log: Logger;
   /** Replaces how runners start (unit tests). */
-  startRunner?: SchedulerOptions["startRunner"];
+  startRunner?: StartRunner;
   /** Write the demo model into an empty store (default true). */
   demoModel?: boolean;
   /** Overrides of the HTTP server's limits (tests: short timeouts, a small connection cap). */
@@ -95,13 +96,14 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
     threads: config.threads,
     gpu: config.gpu,
     gpuOverheadBytes: config.gpuOverheadBytes,
-    loadTimeoutMs: config.loadTimeoutMs,
-    renderTimeoutMs: config.renderTimeoutMs,
     streamIntervalMs: config.streamIntervalMs,
     kvCacheType: config.kvCacheType,
     prefixCache: config.cacheMaxBytes > 0 ? { dir: config.cacheDir, maxBytes: config.cacheMaxBytes, minTokens: config.cacheMinTokens } : undefined,
     flashAttention: config.flashAttention,
-    ...(deps.startRunner ? { startRunner: deps.startRunner } : {}),
+    // A child process per model; the scheduler knows it only as a RunnerHandle.
+    startRunner:
+      deps.startRunner ??
+      ((spec, model, hooks) => Runner.start(spec, { name: model.display, log, loadTimeoutMs: config.loadTimeoutMs, renderTimeoutMs: config.renderTimeoutMs, ...hooks })),
     onJobStats: metrics.onJobStats,
     policy: () => policy,
   });

@@ -173,6 +173,6 @@ function schedulerWithSpecs() {
     specs.push(spec);
     return { info: { contextSize: 1024, ramBytes: 0, vramBytes: 0, gpu: false }, alive: true, pid: 1, stop: async () => undefined } as unknown as Runner;
   };
-  const scheduler = new Scheduler({ log: silentLogger(), numParallel: 1, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 1, gpu: "auto", loadTimeoutMs: 1000, startRunner });
+  const scheduler = new Scheduler({ log: silentLogger(), numParallel: 1, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 1, gpu: "auto", startRunner });
   return { scheduler, specs };
 }

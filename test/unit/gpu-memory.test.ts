@@ -58,7 +58,7 @@ t.test("a load refused by the reserve, admitted without it (the scheduler's chec
       await hooks?.admit?.(estimate);
       return { info: { contextSize: 1024, ramBytes: 1, vramBytes: 7 * GiB, gpu: "cuda" }, alive: true, pid: 1, stop: async () => undefined } as unknown as Runner;
     };
-    const s = new Scheduler({ log: silentLogger(), numParallel: 1, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 1, gpu: "auto", gpuOverheadBytes: overhead, loadTimeoutMs: 1000, startRunner });
+    const s = new Scheduler({ log: silentLogger(), numParallel: 1, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 1, gpu: "auto", gpuOverheadBytes: overhead, startRunner });
     return s.acquire(model);
   };
   (await start(2 * GiB)).release();
@@ -80,7 +80,7 @@ t.test("the policy file's gpus: read, checked, and carried into the load spec", 
     specs.push(spec);
     return { info: { contextSize: 1024, ramBytes: 0, vramBytes: 0, gpu: false }, alive: true, pid: 1, stop: async () => undefined } as unknown as Runner;
   };
-  const s = new Scheduler({ log: silentLogger(), numParallel: 1, maxLoaded: 3, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 1, gpu: "auto", gpuOverheadBytes: GiB, loadTimeoutMs: 1000, startRunner, policy: () => table });
+  const s = new Scheduler({ log: silentLogger(), numParallel: 1, maxLoaded: 3, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 1, gpu: "auto", gpuOverheadBytes: GiB, startRunner, policy: () => table });
   const model = (name: string) => ({ key: nameKey(parseModelName(name)), display: `${name}:latest`, digest: `sha256:${"0".repeat(64)}`, modelPath: `/nowhere/${name}`, params: {} }) as unknown as ResolvedModel;
   for (const name of ["a", "b", "c"]) (await s.acquire(model(name))).release();
   t.match(specs[0], { gpus: [1], gpu: "auto", gpuOverheadBytes: GiB }, "a: GPU 1, the reserve");

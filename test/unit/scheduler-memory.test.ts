@@ -33,7 +33,7 @@ function setup(need: Record<string, number>, holds: Record<string, number>) {
     };
     return fake as unknown as Runner;
   };
-  const scheduler = new Scheduler({ log: silentLogger(), numParallel: 1, maxLoaded: 10, maxQueue: 10, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 1, gpu: false, loadTimeoutMs: 1000, startRunner });
+  const scheduler = new Scheduler({ log: silentLogger(), numParallel: 1, maxLoaded: 10, maxQueue: 10, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 1, gpu: false, startRunner });
   const use = async (name: string) => (await scheduler.acquire(model(name))).release();
   return { scheduler, stopped, use };
 }

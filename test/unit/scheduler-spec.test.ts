@@ -18,7 +18,7 @@ async function specOf(options: Partial<SchedulerOptions>): Promise<LoadSpec> {
     specs.push(spec);
     return { info: { contextSize: 1024, ramBytes: 0, vramBytes: 0, gpu: false }, alive: true, pid: 1, stop: async () => undefined } as unknown as Runner;
   };
-  const scheduler = new Scheduler({ log: silentLogger(), numParallel: 2, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 3, gpu: false, loadTimeoutMs: 1000, startRunner, ...options });
+  const scheduler = new Scheduler({ log: silentLogger(), numParallel: 2, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 3, gpu: false, startRunner, ...options });
   (await scheduler.acquire(model)).release();
   return specs[0]!;
 }
