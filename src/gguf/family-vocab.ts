@@ -9,7 +9,7 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { readGgufMetadata, type GgufValue } from "./gguf.js";
 import { bundledFile } from "./llama-bundle.js";
-import type { MetaValue } from "./make-model.js";
+import type { MetaValue } from "./encode.js";
 
 /** Tokenizer metadata to write into a generated model in place of its own SentencePiece vocabulary. */
 export interface CopiedTokenizer {

@@ -10,7 +10,7 @@
  */
 import { basename } from "node:path";
 import { readGgufMetadata, type GgufValue } from "./gguf.js";
-import { FILE_TYPE, type WeightType } from "./make-model.js";
+import { FILE_TYPE, type WeightType } from "./encode.js";
 import { writeGguf, type MetaValue, type TensorPlan } from "./write.js";
 
 /** llama.cpp's `enum llama_pooling_type`. */

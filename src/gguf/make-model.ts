@@ -1,14 +1,15 @@
 /**
  * Writes GGUF v3 llama models with random weights and a real English tokenizer: the models that
- * tests, benchmarks and the daemon's demo model run on. Deterministic from a seed; tensors are
- * generated and written in chunks, so even the 1B preset never sits in memory.
+ * tests, benchmarks and the daemon's demo model run on. Deterministic from a seed: the same seed and
+ * shape give a byte-identical file (written by write.ts).
  */
-import { open, rename, rm, type FileHandle } from "node:fs/promises";
 import { basename } from "node:path";
-import { buildSpmVocab, TokenType, type SpmVocab } from "./vocab-words.js";
+import { ALIGNMENT, FILE_TYPE, GGML_TYPE, type MetaValue, type TensorPlan, type WeightType } from "./encode.js";
+import { buildSpmVocab, TokenType, type SpmVocab } from "./spm-vocab.js";
+import { writeGguf } from "./write.js";
 
-/** Tensor storage types that can be written. */
-export type WeightType = "f32" | "f16" | "q8_0";
+export type { WeightType };
+
 /** Chat templates that can be embedded. */
 export type ChatTemplateName = "chatml" | "chatml-tools" | "none";
 
@@ -107,24 +108,6 @@ export const CHATML_TOOLS_TEMPLATE =
   "{% else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endif %}{% endfor %}" +
   "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
-const ALIGNMENT = 32;
-const STD = 0.02;
-const GGML_TYPE = { f32: 0, f16: 1, q8_0: 8 } as const;
-const FILE_TYPE = { f32: 0, f16: 1, q8_0: 7 } as const;
-
-interface TensorPlan {
-  name: string;
-  dims: number[];
-  type: WeightType;
-  fill: "random" | "ones" | "zeros";
-  /** Rows (dims[0] consecutive values each) written as zeros whatever the fill: textOnly. */
-  zeroRows?: number[];
-  /** Index for the per-tensor seed (make-model: the position in the model without identity layers; other writers use the position). */
-  seedIndex?: number;
-}
-
-let tmpCounter = 0;
-
 /** Writes a model to `file` (atomically: a temporary file renamed into place). */
 export async function makeModel(file: string, options: MakeModelOptions = {}): Promise<MakeModelResult> {
   const { preset = "tiny", seed = 1, name, identityLayers = 0, tokenizer, template, textOnly = false, ...overrides } = options;
@@ -145,22 +128,7 @@ export async function makeModel(file: string, options: MakeModelOptions = {}): P
   // A family's tokenizer replaces every generated tokenizer key; a template replaces any chat template.
   if (tokenizer) kv = [...kv.filter(([k]) => !k.startsWith("tokenizer.")), ...tokenizer.kv];
   if (template !== undefined) kv = [...kv.filter(([k]) => k !== "tokenizer.chat_template"), ["tokenizer.chat_template", { t: "str", v: template }]];
-  const header = encodeHeader(kv, tensors);
-
-  const tmp = `${file}.${process.pid}.${++tmpCounter}.tmp`;
-  const fh = await open(tmp, "w");
-  try {
-    await fh.write(header);
-    for (const [i, t] of tensors.entries()) await writeTensor(fh, t, mix(seed, t.seedIndex ?? i));
-    await fh.close();
-    await rename(tmp, file);
-  } catch (err) {
-    await fh.close().catch(() => undefined);
-    await rm(tmp, { force: true });
-    throw err;
-  }
-  const parameters = tensors.reduce((n, t) => n + count(t.dims), 0);
-  const bytes = header.length + tensors.reduce((n, t) => n + padded(tensorBytes(t)), 0);
+  const { bytes, parameters } = await writeGguf(file, kv, tensors, seed);
   return { file, bytes, parameters, vocabSize: spec.vocabSize, contextLength: spec.contextLength, spec, seed };
 }
 
@@ -204,10 +172,6 @@ function planTensors(s: ModelSpec, identityLayers = 0): TensorPlan[] {
   return [...out, ...tail];
 }
 
-type MetaValue =
-  | { t: "str"; v: string } | { t: "u32"; v: number } | { t: "f32"; v: number } | { t: "bool"; v: boolean }
-  | { t: "strs"; v: string[] } | { t: "f32s"; v: number[] } | { t: "i32s"; v: number[] };
-
 function metadata(s: ModelSpec, vocab: SpmVocab, name: string, seed: number): [string, MetaValue][] {
   const u32 = (v: number): MetaValue => ({ t: "u32", v });
   const kv: [string, MetaValue][] = [
@@ -240,183 +204,3 @@ function metadata(s: ModelSpec, vocab: SpmVocab, name: string, seed: number): [s
   if (s.chatTemplate !== "none") kv.push(["tokenizer.chat_template", { t: "str", v: s.chatTemplate === "chatml" ? CHATML_TEMPLATE : CHATML_TOOLS_TEMPLATE }]);
   return kv;
 }
-
-/** Appends little-endian GGUF values to a growing list of buffers. */
-class Encoder {
-  readonly parts: Buffer[] = [];
-  private num(size: number, fill: (b: Buffer) => void): void { const b = Buffer.alloc(size); fill(b); this.parts.push(b); }
-  u32(v: number): void { this.num(4, (b) => b.writeUInt32LE(v)); }
-  i32(v: number): void { this.num(4, (b) => b.writeInt32LE(v)); }
-  u64(v: number): void { this.num(8, (b) => b.writeBigUInt64LE(BigInt(v))); }
-  f32(v: number): void { this.num(4, (b) => b.writeFloatLE(v)); }
-  str(v: string): void { const s = Buffer.from(v, "utf8"); this.u64(s.length); this.parts.push(s); }
-  value(m: MetaValue): void {
-    // GGUF value types: UINT32 4, INT32 5, FLOAT32 6, BOOL 7, STRING 8, ARRAY 9.
-    const array = <T>(type: number, items: T[], put: (x: T) => void) => { this.u32(9); this.u32(type); this.u64(items.length); items.forEach(put); };
-    switch (m.t) {
-      case "str": this.u32(8); this.str(m.v); break;
-      case "u32": this.u32(4); this.u32(m.v); break;
-      case "f32": this.u32(6); this.f32(m.v); break;
-      case "bool": this.u32(7); this.num(1, (b) => b.writeUInt8(m.v ? 1 : 0)); break;
-      case "strs": array(8, m.v, (x) => this.str(x)); break;
-      case "f32s": { const b = Buffer.alloc(4 * m.v.length); m.v.forEach((x, i) => b.writeFloatLE(x, 4 * i)); this.u32(9); this.u32(6); this.u64(m.v.length); this.parts.push(b); break; }
-      case "i32s": array(5, m.v, (x) => this.i32(x)); break;
-    }
-  }
-}
-
-function encodeHeader(kv: [string, MetaValue][], tensors: TensorPlan[]): Buffer {
-  const enc = new Encoder();
-  enc.parts.push(Buffer.from("GGUF", "latin1"));
-  enc.u32(3);
-  enc.u64(tensors.length);
-  enc.u64(kv.length);
-  for (const [k, v] of kv) { enc.str(k); enc.value(v); }
-  let offset = 0;
-  for (const t of tensors) {
-    enc.str(t.name);
-    enc.u32(t.dims.length);
-    t.dims.forEach((d) => enc.u64(d));
-    enc.u32(GGML_TYPE[t.type]);
-    enc.u64(offset);
-    offset += padded(tensorBytes(t));
-  }
-  const header = Buffer.concat(enc.parts);
-  return Buffer.concat([header, Buffer.alloc(padded(header.length) - header.length)]);
-}
-
-const count = (dims: number[]): number => dims.reduce((a, b) => a * b, 1);
-const padded = (n: number): number => Math.ceil(n / ALIGNMENT) * ALIGNMENT;
-const bytesFor = (type: WeightType, n: number): number => (type === "f32" ? 4 * n : type === "f16" ? 2 * n : (n / 32) * 34);
-const tensorBytes = (t: TensorPlan): number => bytesFor(t.type, count(t.dims));
-
-/** Elements generated per chunk: a multiple of the Q8_0 block size, ~4 MB of f32. */
-const CHUNK = 1 << 20;
-
-async function writeTensor(fh: FileHandle, t: TensorPlan, seed: number): Promise<void> {
-  const total = count(t.dims);
-  const values = new Float32Array(Math.min(CHUNK, total));
-  const out = Buffer.alloc(bytesFor(t.type, values.length));
-  const rng = xorshift128State(seed);
-  const amp = STD * Math.sqrt(3); // uniform(-a, a) has standard deviation a / sqrt(3)
-  for (let done = 0; done < total; done += values.length) {
-    const n = Math.min(values.length, total - done);
-    const chunk = values.subarray(0, n);
-    if (t.fill === "ones") chunk.fill(1);
-    else if (t.fill === "zeros") chunk.fill(0);
-    else fillUniform(chunk, rng, amp);
-    for (const r of t.zeroRows ?? []) {
-      const row = r * (t.dims[0] as number) - done;
-      chunk.fill(0, Math.max(0, row), Math.max(0, Math.min(n, row + (t.dims[0] as number))));
-    }
-    const size = encodeValues(t.type, chunk, out);
-    await fh.write(out, 0, size);
-  }
-  const pad = padded(tensorBytes(t)) - tensorBytes(t);
-  if (pad > 0) await fh.write(Buffer.alloc(pad));
-}
-
-function encodeValues(type: WeightType, values: Float32Array, out: Buffer): number {
-  if (type === "f32") {
-    Buffer.from(values.buffer, values.byteOffset, values.byteLength).copy(out);
-    return values.byteLength;
-  }
-  if (type === "f16") {
-    const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
-    for (let i = 0; i < values.length; i++) view.setUint16(2 * i, f32ToF16(values[i] as number), true);
-    return 2 * values.length;
-  }
-  return quantizeQ8_0(values, out);
-}
-
-/**
- * Q8_0 as ggml defines it: blocks of 32 values stored as an fp16 scale `d = max|x| / 127`
- * followed by 32 int8 `roundf(x / d)`. Writes into `out` and returns the bytes written.
- */
-export function quantizeQ8_0(values: Float32Array, out: Buffer = Buffer.alloc((values.length / 32) * 34)): number {
-  if (values.length % 32 !== 0) throw new RangeError("Q8_0 needs a multiple of 32 values");
-  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
-  const q = new Int8Array(out.buffer, out.byteOffset, out.byteLength);
-  // Written for speed (the 1B preset quantizes 10^9 values): Math.max/Math.abs instead of
-  // branches on random signs, and `(v + 128.5) | 0` instead of Math.round, which is slow in V8.
-  for (let b = 0, o = 0; b < values.length; b += 32, o += 34) {
-    let amax = 0;
-    for (let i = b; i < b + 32; i++) amax = Math.max(amax, Math.abs(values[i] as number));
-    const d = amax / 127;
-    const id = d ? 1 / d : 0;
-    view.setUint16(o, f32ToF16(d), true);
-    for (let i = 0; i < 32; i++) {
-      const v = (values[b + i] as number) * id;
-      const shifted = v + 128.5; // in [1.5, 255.5]: truncation is floor, so this rounds half up
-      let r = shifted | 0;
-      if (r === shifted && v < 0) r -= 1; // roundf rounds ties away from zero
-      q[o + 2 + i] = r - 128;
-    }
-  }
-  return (values.length / 32) * 34;
-}
-
-const f32View = new Float32Array(1);
-const u32View = new Uint32Array(f32View.buffer);
-
-/** float32 → IEEE half bits, round to nearest even (what ggml's conversion does). */
-export function f32ToF16(value: number): number {
-  f32View[0] = value;
-  const x = u32View[0] ?? 0;
-  const sign = (x >>> 16) & 0x8000;
-  const exp = ((x >>> 23) & 0xff) - 127 + 15;
-  let mant = x & 0x7fffff;
-  if (exp === 0xff - 127 + 15) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  if (exp >= 0x1f) return sign | 0x7c00;
-  if (exp <= 0) {
-    if (exp < -10) return sign;
-    mant |= 0x800000;
-    const shift = 14 - exp;
-    const half = mant >>> shift;
-    const rem = mant & ((1 << shift) - 1);
-    const mid = 1 << (shift - 1);
-    return sign | (rem > mid || (rem === mid && half & 1) ? half + 1 : half);
-  }
-  const half = (exp << 10) | (mant >>> 13);
-  const rem = mant & 0x1fff;
-  return sign | (rem > 0x1000 || (rem === 0x1000 && half & 1) ? half + 1 : half);
-}
-
-/** Seeds xorshift128 (never all zero) from a 32-bit seed with splitmix32. */
-function xorshift128State(seed: number): Uint32Array {
-  const state = new Uint32Array(4);
-  let x = seed >>> 0;
-  for (let i = 0; i < 4; i++) {
-    x = (x + 0x9e3779b9) >>> 0;
-    let z = x;
-    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
-    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
-    state[i] = (z ^ (z >>> 16)) >>> 0 || 1;
-  }
-  return state;
-}
-
-/** Fills `out` with uniform values in [-amp, amp) from xorshift128 (fast; weights need no better). */
-function fillUniform(out: Float32Array, state: Uint32Array, amp: number): void {
-  let x = state[0] as number, y = state[1] as number, z = state[2] as number, w = state[3] as number;
-  const k = (2 * amp) / 4294967296;
-  for (let i = 0; i < out.length; i++) {
-    const t = x ^ (x << 11);
-    x = y; y = z; z = w;
-    w = w ^ (w >>> 19) ^ (t ^ (t >>> 8));
-    out[i] = (w | 0) * k;
-  }
-  state.set([x, y, z, w]);
-}
-
-/** Derives an independent per-tensor seed, so a tensor's values do not depend on chunking. */
-function mix(seed: number, index: number): number {
-  let h = (Math.imul(seed >>> 0, 0x9e3779b1) ^ Math.imul(index + 1, 0x85ebca77)) >>> 0;
-  h = Math.imul(h ^ (h >>> 16), 0x7feb352d);
-  h = Math.imul(h ^ (h >>> 15), 0x846ca68b);
-  return (h ^ (h >>> 16)) >>> 0;
-}
-
-// The GGUF writing blocks, shared with the other writers (make-bert.ts, make-lora.ts via write.ts).
-export { ALIGNMENT, FILE_TYPE, encodeHeader, writeTensor, mix, count, padded, tensorBytes };
-export type { MetaValue, TensorPlan };

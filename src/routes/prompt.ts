@@ -7,6 +7,7 @@
  * harmony parser for gpt-oss (template/harmony.ts).
  */
 import { randomInt } from "node:crypto";
+import { LRUCache } from "lru-cache";
 import type { ChatToolCall } from "../api/chat-types.js";
 import type { ChatTurn, ToolCallSpec, ToolSpec } from "../runner/protocol.js";
 import { goTemplateOf } from "../store/store.js";
@@ -15,7 +16,7 @@ import { inferThinkingTags, ThinkingParser } from "../template/thinking.js";
 import { toolCallTag, ToolCallParser } from "../template/tools.js";
 
 /** Parsed templates by source: a model's template is parsed once, not per request. */
-const parsed = new Map<string, Template>();
+const parsed = new LRUCache<string, Template>({ max: 64 });
 const tags = new WeakMap<Template, { thinking: [string, string]; tool: string }>();
 
 /** The parsed Go template a model's prompts are rendered with, if any (store.goTemplateOf). */
@@ -29,7 +30,6 @@ export function goTemplate(source: string): Template {
   let t = parsed.get(source);
   if (!t) {
     t = parseTemplate(source);
-    if (parsed.size >= 64) parsed.delete(parsed.keys().next().value as string);
     parsed.set(source, t);
   }
   return t;

@@ -1,6 +1,6 @@
 /**
  * Small layers (config, template, system, params, messages, license) are read whole into memory,
- * so their size is capped everywhere they enter or are read (issue 13 item 3): a registry's
+ * so their size is capped everywhere they enter or are read: a registry's
  * manifest is refused before any download, `/api/create` refuses an oversized field (400), and a
  * store crafted by hand fails the one model (500) instead of costing the daemon its memory.
  *
@@ -13,6 +13,7 @@
  * total bytes: `/api/tags` on many models reads each config once.
  */
 import fs from "node:fs/promises";
+import { LRUCache } from "lru-cache";
 
 /** The cap of every small layer kind, in bytes. */
 export const SMALL_LAYER_MAX = 1024 * 1024;
@@ -40,9 +41,8 @@ export class LayerTooLargeError extends Error {
   }
 }
 
-const CACHE_MAX_BYTES = 16 * 1024 * 1024;
-const cache = new Map<string, string>();
-let cachedBytes = 0;
+/** Small blobs' texts by digest, the least recently used dropped past 16 MiB (an empty text counts 1). */
+const cache = new LRUCache<string, string>({ maxSize: 16 * 1024 * 1024, sizeCalculation: (text) => Math.max(1, text.length) });
 
 /**
  * Reads a small blob as UTF-8, at most {@link SMALL_LAYER_MAX} bytes (checked on the open file
@@ -51,11 +51,7 @@ let cachedBytes = 0;
  */
 export async function readSmallBlob(locate: () => Promise<string>, digest: string, kind = "layer"): Promise<string> {
   const hit = cache.get(digest);
-  if (hit !== undefined) {
-    cache.delete(digest); // most recently used last
-    cache.set(digest, hit);
-    return hit;
-  }
+  if (hit !== undefined) return hit;
   const fh = await fs.open(await locate(), "r");
   let text: string;
   try {
@@ -73,11 +69,5 @@ export async function readSmallBlob(locate: () => Promise<string>, digest: strin
     await fh.close();
   }
   cache.set(digest, text);
-  cachedBytes += text.length;
-  for (const [key, value] of cache) {
-    if (cachedBytes <= CACHE_MAX_BYTES) break;
-    cache.delete(key);
-    cachedBytes -= value.length;
-  }
   return text;
 }

@@ -4,6 +4,7 @@
  * and Ollama's text form of the parameters. GGUF headers are read with the bounded
  * reader in gguf.ts (the parent never loads node-llama-cpp) and cached per digest.
  */
+import { LRUCache } from "lru-cache";
 import type { ModelDetails } from "../api/model-types.js";
 import { readGgufMetadata, type GgufMetadata, type GgufValue } from "../gguf/gguf.js";
 import { MEDIA, type Manifest, type ModelStore } from "./store.js";
@@ -16,17 +17,19 @@ const FILE_TYPES: Record<number, string> = {
   29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0", 37: "TQ2_0",
 };
 
-const cache = new Map<string, Promise<GgufMetadata>>();
-const CACHE_MAX = 32;
+/** GGUF headers being read or read, by digest (a failed read is dropped, so the next call tries again). */
+const cache = new LRUCache<string, Promise<GgufMetadata>>({ max: 32 });
 
 /** The GGUF metadata of a blob (with its parameter count), cached by digest. */
 export function ggufOf(store: ModelStore, digest: string): Promise<GgufMetadata> {
   let hit = cache.get(digest);
   if (!hit) {
-    hit = store.insideStore(store.blobPath(digest)).then((file) => readGgufMetadata(file, {}, { tensors: true }));
-    hit.catch(() => cache.delete(digest));
-    if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value as string);
-    cache.set(digest, hit);
+    const reading = store.insideStore(store.blobPath(digest)).then((file) => readGgufMetadata(file, {}, { tensors: true }));
+    reading.catch(() => {
+      if (cache.peek(digest) === reading) cache.delete(digest);
+    });
+    cache.set(digest, reading);
+    hit = reading;
   }
   return hit;
 }

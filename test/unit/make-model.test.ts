@@ -14,8 +14,10 @@ import {
   type Llama,
   type LlamaModel,
 } from "node-llama-cpp";
-import { CHATML_TEMPLATE, f32ToF16, makeModel, PRESETS, quantizeQ8_0, type MakeModelOptions } from "../../src/gguf/make-model.js";
-import { buildSpmVocab, VOCAB_WORDS } from "../../src/gguf/vocab-words.js";
+import { f32ToF16, quantizeQ8_0 } from "../../src/gguf/encode.js";
+import { CHATML_TEMPLATE, makeModel, PRESETS, type MakeModelOptions } from "../../src/gguf/make-model.js";
+import { buildSpmVocab } from "../../src/gguf/spm-vocab.js";
+import { VOCAB_WORDS } from "../../src/gguf/vocab-words.js";
 
 const SENTENCE = "Hello world, the cat sat on the mat.";
 
