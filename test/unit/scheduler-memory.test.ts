@@ -4,37 +4,19 @@
  * recently used first, and the refusal carries the contract's message.
  */
 import t from "tap";
-import { Scheduler } from "../../src/scheduler/scheduler.js";
 import { availableRam, shortfall } from "../../src/scheduler/memory.js";
-import { silentLogger } from "../../src/logger.js";
-import type { ResolvedModel } from "../../src/store/store.js";
-import type { Runner, RunnerOptions } from "../../src/runner/client.js";
-import type { LoadSpec, MemoryEstimate } from "../../src/runner/protocol.js";
+import { fakeModel, fakeScheduler } from "../helpers/fake-runner.js";
 
 const GiB = 1024 ** 3;
 
-function model(name: string): ResolvedModel {
-  return { key: name, display: `${name}:latest`, digest: `sha256:${"0".repeat(64)}`, modelPath: `/nowhere/${name}`, params: {} } as unknown as ResolvedModel;
-}
-
 /** A scheduler whose runners ask for `need[name]` bytes of RAM and claim `holds[name]` once loaded. */
 function setup(need: Record<string, number>, holds: Record<string, number>) {
-  const stopped: string[] = [];
-  const startRunner = async (_spec: LoadSpec, m: ResolvedModel, hooks?: Pick<RunnerOptions, "admit" | "signal">): Promise<Runner> => {
-    const estimate: MemoryEstimate = { ramBytes: need[m.key] ?? 0, vramBytes: 0, vramFreeBytes: 0, gpuLayers: 0 };
-    await hooks?.admit?.(estimate);
-    const fake = {
-      info: { contextSize: 1024, ramBytes: holds[m.key] ?? 0, vramBytes: 0, gpu: false },
-      alive: true,
-      pid: 1,
-      onCrash: undefined,
-      onStats: undefined,
-      stop: async () => void stopped.push(m.key),
-    };
-    return fake as unknown as Runner;
-  };
-  const scheduler = new Scheduler({ log: silentLogger(), numParallel: 1, maxLoaded: 10, maxQueue: 10, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 1, gpu: false, startRunner });
-  const use = async (name: string) => (await scheduler.acquire(model(name))).release();
+  const { scheduler, runners } = fakeScheduler({ numParallel: 1, maxLoaded: 10, maxQueue: 10, defaultKeepAliveMs: -1 }, (key) => ({
+    estimate: { ramBytes: need[key] ?? 0, vramBytes: 0, vramFreeBytes: 0, gpuLayers: 0 },
+    info: { ramBytes: holds[key] ?? 0 },
+  }));
+  const stopped = () => runners.events.filter((e) => e.startsWith("stop ")).map((e) => e.slice(5));
+  const use = async (name: string) => (await scheduler.acquire(fakeModel(name))).release();
   return { scheduler, stopped, use };
 }
 
@@ -54,8 +36,19 @@ t.test("idle models are evicted, least recently used first, only when that makes
   await use("b");
   await use("a"); // b is now the least recently used
   await use("c");
-  t.same(stopped, ["b"], "b alone made room");
+  t.same(stopped(), ["b"], "b alone made room");
   t.same(scheduler.list().map((m) => m.model.key).sort(), ["a", "c"]);
+});
+
+t.test("memory-driven eviction goes in least-recently-used order and stops as soon as the model fits", async (t) => {
+  const free = await availableRam();
+  // Each holds a third of what is free; d needs half as much again as what is free: two must go.
+  const third = free / 3;
+  const { scheduler, stopped, use } = setup({ a: 1, b: 1, c: 1, d: free * 1.5 }, { a: third, b: third, c: third });
+  for (const name of ["a", "b", "c", "a"]) await use(name); // least recently used first: b, c, a
+  await use("d");
+  t.same(stopped(), ["b", "c"], "b, then c; a was not needed");
+  t.same(scheduler.list().map((m) => m.model.key), ["d", "a"]);
 });
 
 t.test("a model that cannot fit even with every idle model gone is refused and nothing is evicted", async (t) => {
@@ -63,7 +56,7 @@ t.test("a model that cannot fit even with every idle model gone is refused and n
   const { scheduler, stopped, use } = setup({ a: 1, huge: free * 4 }, { a: free / 2 });
   await use("a");
   await t.rejects(use("huge"), { status: 500, message: /^failed to load model 'huge:latest': not enough memory to load the model \(needs [\d.]+ GiB, [\d.]+ GiB available\)$/ });
-  t.same(stopped, [], "a was kept");
+  t.same(stopped(), [], "a was kept");
   t.same(scheduler.list().map((m) => m.model.key), ["a"]);
   t.equal(scheduler.queueDepth, 0);
 });

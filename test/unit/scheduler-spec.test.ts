@@ -4,23 +4,16 @@
  * test/unit/runner-output.test.ts).
  */
 import t from "tap";
-import { Scheduler, type SchedulerOptions } from "../../src/scheduler/scheduler.js";
-import { silentLogger } from "../../src/logger.js";
-import type { ResolvedModel } from "../../src/store/store.js";
-import type { Runner } from "../../src/runner/client.js";
+import type { SchedulerOptions } from "../../src/scheduler/scheduler.js";
 import type { LoadSpec } from "../../src/runner/protocol.js";
+import { fakeModel, fakeScheduler } from "../helpers/fake-runner.js";
 
-const model = { key: "m", display: "m:latest", digest: `sha256:${"0".repeat(64)}`, modelPath: "/nowhere/m", params: {} } as unknown as ResolvedModel;
+const model = fakeModel("m");
 
 async function specOf(options: Partial<SchedulerOptions>): Promise<LoadSpec> {
-  const specs: LoadSpec[] = [];
-  const startRunner = async (spec: LoadSpec): Promise<Runner> => {
-    specs.push(spec);
-    return { info: { contextSize: 1024, ramBytes: 0, vramBytes: 0, gpu: false }, alive: true, pid: 1, stop: async () => undefined } as unknown as Runner;
-  };
-  const scheduler = new Scheduler({ log: silentLogger(), numParallel: 2, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 3, gpu: false, startRunner, ...options });
+  const { scheduler, runners } = fakeScheduler({ numParallel: 2, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 3, gpu: false, ...options });
   (await scheduler.acquire(model)).release();
-  return specs[0]!;
+  return runners.specs[0]!;
 }
 
 t.test("the load spec carries SERVICE_STREAM_INTERVAL, and leaves it to the runner's default when unset", async (t) => {
