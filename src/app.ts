@@ -103,7 +103,8 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
     // A child process per model; the scheduler knows it only as a RunnerHandle.
     startRunner:
       deps.startRunner ??
-      ((spec, model, hooks) => Runner.start(spec, { name: model.display, log, loadTimeoutMs: config.loadTimeoutMs, renderTimeoutMs: config.renderTimeoutMs, ...hooks })),
+      ((spec, model, hooks) =>
+        Runner.start(spec, { name: model.display, log, loadTimeoutMs: config.loadTimeoutMs, renderTimeoutMs: config.renderTimeoutMs, ...hooks })),
     onJobStats: metrics.onJobStats,
     policy: () => policy,
   });

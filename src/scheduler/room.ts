@@ -36,7 +36,8 @@ export async function makeRoom(model: ResolvedModel, estimate: MemoryEstimate, r
   const reclaimable = room.idle().reduce((r, e) => ({ ram: r.ram + e.runner.info.ramBytes, vram: r.vram + e.runner.info.vramBytes }), { ram: 0, vram: 0 });
   const reason = shortfall(estimate, { ram: now.ram + reclaimable.ram, vram: now.vram + reclaimable.vram });
   if (reason) {
-    room.log.warn({ model: model.display, needRam: estimate.ramBytes, needVram: estimate.vramBytes, room: now, reclaimable }, "model does not fit in memory; load refused");
+    const facts = { model: model.display, needRam: estimate.ramBytes, needVram: estimate.vramBytes, room: now, reclaimable };
+    room.log.warn(facts, "model does not fit in memory; load refused");
     throw notEnoughMemory(model.display, reason);
   }
   for (const entry of room.idle()) {

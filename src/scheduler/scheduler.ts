@@ -113,7 +113,8 @@ export class Scheduler {
 
   /** Loaded models, most recently used first. */
   list(): LoadedModelInfo[] {
-    return [...this.loaded.values()].sort((a, b) => b.lastUsed - a.lastUsed).map((e) => describe(e, this.waiting.countFor(e.model.key), this.policyFor(e.model.key)));
+    const recentFirst = [...this.loaded.values()].sort((a, b) => b.lastUsed - a.lastUsed);
+    return recentFirst.map((e) => describe(e, this.waiting.countFor(e.model.key), this.policyFor(e.model.key)));
   }
 
   /**

@@ -33,7 +33,16 @@ export interface FakeLoad {
   jobMs?: number;
 }
 
-const STATS: GenerateStats = { promptTokens: 1, promptEvalCount: 1, promptEvalNs: 1, evalCount: 1, evalNs: 1, doneReason: "stop", context: [], truncatedTokens: 0 };
+const STATS: GenerateStats = {
+  promptTokens: 1,
+  promptEvalCount: 1,
+  promptEvalNs: 1,
+  evalCount: 1,
+  evalNs: 1,
+  doneReason: "stop",
+  context: [],
+  truncatedTokens: 0,
+};
 
 /** One loaded fake model. Jobs end when their time is up, when the runner ends, or when their signal aborts. */
 export class FakeRunner implements RunnerHandle {
@@ -155,7 +164,8 @@ export class FakeRunner implements RunnerHandle {
         finish: () => {
           done();
           const value = result();
-          this.onStats?.({ promptEvalCount: STATS.promptEvalCount, promptEvalNs: STATS.promptEvalNs, evalCount: STATS.evalCount, evalNs: STATS.evalNs, truncatedTokens: 0 });
+          const { promptEvalCount, promptEvalNs, evalCount, evalNs, truncatedTokens } = STATS;
+          this.onStats?.({ promptEvalCount, promptEvalNs, evalCount, evalNs, truncatedTokens });
           resolve(value);
         },
         fail: (err: unknown) => {

@@ -5,13 +5,19 @@
  * scheduler-memory.test.ts.
  */
 import t from "tap";
-import type { PolicyTable } from "../../src/scheduler/policy.js";
+import { PolicyTable, type ModelPolicy } from "../../src/scheduler/policy.js";
 import { fakeModel, fakeScheduler } from "../helpers/fake-runner.js";
 
 t.setTimeout(60_000);
 
 const [a, b, c] = [fakeModel("a"), fakeModel("b"), fakeModel("c")];
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** A policy file that pins model a. */
+function pinA(): PolicyTable {
+  const a: ModelPolicy = { name: "a", pinned: true, preload: false, options: {} };
+  return new PolicyTable(new Map([["a", a]]), undefined);
+}
 
 t.test("at the bound, the least recently used idle model is evicted", async (t) => {
   const { scheduler, runners } = fakeScheduler({ maxLoaded: 2 });
@@ -45,7 +51,7 @@ t.test("a busy model is not evicted: the request waits for its release", async (
 });
 
 t.test("a pinned model is never evicted, even as the least recently used", async (t) => {
-  const table = { for: (key: string) => (key === "a" ? { name: "a", pinned: true, preload: false, options: {} } : undefined) } as unknown as PolicyTable;
+  const table = pinA();
   const { scheduler, runners } = fakeScheduler({ maxLoaded: 2, policy: () => table });
   (await scheduler.acquire(a)).release();
   (await scheduler.acquire(b)).release();
@@ -55,7 +61,7 @@ t.test("a pinned model is never evicted, even as the least recently used", async
 });
 
 t.test("every resident model pinned: the request waits", async (t) => {
-  const table = { for: (key: string) => (key === "a" ? { name: "a", pinned: true, preload: false, options: {} } : undefined) } as unknown as PolicyTable;
+  const table = pinA();
   const { scheduler, runners } = fakeScheduler({ maxLoaded: 1, policy: () => table });
   (await scheduler.acquire(a)).release();
   const ac = new AbortController();

@@ -76,7 +76,10 @@ t.test("a request in between cancels the count; it starts again at the next rele
 
 t.test("the policy's keep-alive, and a reloaded policy re-arms idle models at once", async (t) => {
   fakeClock(t);
-  const policy = (keepAliveMs: number) => new PolicyTable(new Map<string, ModelPolicy>([["a", { name: "a", keepAliveMs, pinned: false, preload: false, options: {} }]]), undefined);
+  const policy = (keepAliveMs: number) => {
+    const a: ModelPolicy = { name: "a", keepAliveMs, pinned: false, preload: false, options: {} };
+    return new PolicyTable(new Map([["a", a]]), undefined);
+  };
   let table = policy(2 * MIN);
   const { scheduler, runners } = fakeScheduler({ defaultKeepAliveMs: 5 * MIN, policy: () => table });
   (await scheduler.acquire(a)).release();

@@ -11,7 +11,8 @@ import { fakeModel, fakeScheduler } from "../helpers/fake-runner.js";
 const model = fakeModel("m");
 
 async function specOf(options: Partial<SchedulerOptions>): Promise<LoadSpec> {
-  const { scheduler, runners } = fakeScheduler({ numParallel: 2, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 3, gpu: false, ...options });
+  const defaults = { numParallel: 2, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 3, gpu: false } as const;
+  const { scheduler, runners } = fakeScheduler({ ...defaults, ...options });
   (await scheduler.acquire(model)).release();
   return runners.specs[0]!;
 }
