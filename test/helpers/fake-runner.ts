@@ -23,6 +23,8 @@ export function fakeModel(key: string, params: Record<string, unknown> = {}, dig
 export interface FakeLoad {
   /** The load waits until the test calls {@link FakeRunners.finish} or {@link FakeRunners.fail} (or the load is cancelled). */
   hold?: boolean;
+  /** A held load that is cancelled ends only when the test finishes or fails it (as a runner whose child takes a while to exit). */
+  slowCancel?: boolean;
   /** The memory the runner asks for before loading: the scheduler's memory check runs on it. */
   estimate?: MemoryEstimate;
   /** The load fails with this. */
@@ -212,7 +214,7 @@ export class FakeRunners {
     this.specs.push(spec);
     this.record(`load ${key}`);
     if (load.estimate) await hooks.admit?.(load.estimate);
-    if (load.hold) await this.hold(key, model, hooks.signal);
+    if (load.hold) await this.hold(key, model, hooks.signal, load.slowCancel === true);
     if (load.fail) {
       this.record(`fail ${key}`);
       throw load.fail;
@@ -269,16 +271,20 @@ export class FakeRunners {
   }
 
   /** Waits for the test's word on this load, or its cancellation (rejects as a real runner does: `load cancelled`). */
-  private hold(key: string, model: ResolvedModel, signal: AbortSignal | undefined): Promise<void> {
+  private hold(key: string, model: ResolvedModel, signal: AbortSignal | undefined, slowCancel: boolean): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const settle = () => {
         this.held.delete(key);
         signal?.removeEventListener("abort", onAbort);
       };
-      const onAbort = () => {
+      const cancelled = () => {
         settle();
-        this.record(`cancel ${key}`);
         reject(new ModelLoadError(model.display, "load cancelled"));
+      };
+      const onAbort = () => {
+        this.record(`cancel ${key}`);
+        if (slowCancel) this.held.set(key, { finish: cancelled, fail: cancelled });
+        else cancelled();
       };
       if (signal?.aborted) return onAbort();
       signal?.addEventListener("abort", onAbort, { once: true });

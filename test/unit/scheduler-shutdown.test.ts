@@ -40,6 +40,25 @@ t.test("drain waits for leases, queued requests and a load; they are served mean
   late.release();
 });
 
+t.test("drain waits for a load that was cancelled until the runner has ended", async (t) => {
+  const { scheduler, runners } = fakeScheduler({}, () => ({ hold: true, slowCancel: true }));
+  const ac = new AbortController();
+  const lease = scheduler.acquire(a, { signal: ac.signal });
+  await runners.seen("hold a");
+  ac.abort(new Error("gone"));
+  await t.rejects(lease, { message: "gone" });
+  t.equal(scheduler.queueDepth, 0, "nobody waits any more");
+  scheduler.startDraining();
+  let drained = false;
+  const drain = scheduler.drain().then(() => (drained = true));
+  await settle();
+  t.notOk(drained, "the load is still winding down");
+  runners.finish("a"); // its runner has ended
+  await drain;
+  t.equal(scheduler.loadingModel, undefined);
+  t.same(scheduler.list(), []);
+});
+
 t.test("unloadAll refuses what is left and later requests, cancels a load and stops every runner", async (t) => {
   const { scheduler, runners } = fakeScheduler({ maxLoaded: 2 }, (key) => ({ hold: key === "b" }));
   const lease = await scheduler.acquire(a);
