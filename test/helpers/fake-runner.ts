@@ -90,6 +90,15 @@ export class FakeRunner implements RunnerHandle {
     return this.running.size;
   }
 
+  /**
+   * A job as the interface's job methods run it (they all come here): it runs `jobMs` or until
+   * {@link finishJobs}, fails when the runner ends or its signal aborts. Tests that only need the
+   * runner busy call this rather than one of the job methods.
+   */
+  work(signal?: AbortSignal): Promise<void> {
+    return this.job(signal, () => undefined);
+  }
+
   /** Ends every running job successfully (jobs with no `jobMs`). */
   finishJobs(): void {
     for (const job of [...this.running]) job.finish();

@@ -14,8 +14,10 @@ t.test("a crashed runner is dropped: its job fails, the next request loads the m
   const { scheduler, runners } = fakeScheduler({ maxLoaded: 2, numParallel: 2 });
   const other = await scheduler.acquire(b);
   const lease = await scheduler.acquire(a);
-  const job = lease.runner.chat({} as never, { onChunk: () => undefined });
-  runners.runner("a")!.crash("the model runner crashed");
+  const runner = runners.runner("a")!;
+  t.equal(lease.runner, runner);
+  const job = runner.work();
+  runner.crash("the model runner crashed");
   await t.rejects(job, { status: 500, message: "an error occurred while running the model: the model runner crashed" });
   t.same(
     scheduler.list().map((m) => m.model.key),

@@ -93,3 +93,18 @@ t.test("the policy's keep-alive, and a reloaded policy re-arms idle models at on
   mock.timers.tick(8 * MIN);
   t.same(runners.events.at(-1), "stop a");
 });
+
+t.test("the keep-alive counts from the end of the last request, however long its job ran", async (t) => {
+  fakeClock(t);
+  const { scheduler, runners } = fakeScheduler({ defaultKeepAliveMs: 5 * MIN, numParallel: 2 }, () => ({ jobMs: 2 * MIN }));
+  const leases = [await scheduler.acquire(a), await scheduler.acquire(a)];
+  const runner = runners.runner("a")!;
+  const done = Promise.all(leases.map((lease) => runner.work().then(() => lease.release())));
+  t.equal(runner.jobs, 2);
+  mock.timers.tick(2 * MIN);
+  await done;
+  t.equal(runner.jobs, 0);
+  t.same(scheduler.list()[0]?.expiresAt, new Date(START + 7 * MIN), "five minutes after the jobs ended");
+  mock.timers.tick(5 * MIN);
+  t.same(runners.events, ["load a", "ready a", "stop a"]);
+});

@@ -62,7 +62,7 @@ t.test("drain waits for a load that was cancelled until the runner has ended", a
 t.test("unloadAll refuses what is left and later requests, cancels a load and stops every runner", async (t) => {
   const { scheduler, runners } = fakeScheduler({ maxLoaded: 2 }, (key) => ({ hold: key === "b" }));
   const lease = await scheduler.acquire(a);
-  const job = lease.runner.generate({} as never, () => undefined);
+  const job = runners.runner("a")!.work();
   const queued = scheduler.acquire(a);
   const loading = scheduler.acquire(b);
   await runners.seen("hold b");
