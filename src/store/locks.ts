@@ -30,7 +30,7 @@ async function acquire(map: Map<string, Promise<void>>, key: string): Promise<()
   };
 }
 
-/** Runs `fn` while holding the lock of every name in `inputs` (400 for an invalid name, before waiting). */
+/** Runs `fn` while holding the lock of every name in `inputs` (an invalid name throws before waiting). */
 export async function withNames<T>(store: object, inputs: readonly string[], fn: () => Promise<T>): Promise<T> {
   const keys = [...new Set(inputs.map(keyOf))].sort();
   let map = chains.get(store);
