@@ -1,5 +1,5 @@
 /**
- * Per-name serialisation of the store's writers (issue 13 item 10): create, copy, delete and a
+ * Per-name serialisation of the store's writers: create, copy, delete and a
  * pull's commit of one model wait for each other instead of interleaving their reads and writes
  * of one manifest (which answered 500 on ENOENT, and leaked blobs when two commits both replaced
  * the same old manifest).

@@ -148,8 +148,10 @@ function parseMessages(text: string, model: string): ModelMessage[] {
   } catch {
     value = undefined;
   }
-  const valid = (m: unknown): m is ModelMessage =>
-    typeof m === "object" && m !== null && ["system", "user", "assistant"].includes((m as ModelMessage).role) && typeof (m as ModelMessage).content === "string";
+  const valid = (m: unknown): m is ModelMessage => {
+    const { role, content } = (typeof m === "object" && m !== null ? m : {}) as Partial<ModelMessage>;
+    return role !== undefined && ["system", "user", "assistant"].includes(role) && typeof content === "string";
+  };
   if (!Array.isArray(value) || !value.every(valid)) throw new BrokenModelError(model, "invalid messages layer");
   return value.map((m) => ({ role: m.role, content: m.content }));
 }
