@@ -164,9 +164,7 @@ function respondWithError(ctx: RequestContext, err: unknown, draining: boolean, 
   const { req, res } = ctx;
   const { status, body, headers } = toErrorResponse(err);
   // A request stopped by the shutdown or by its client leaving is no failure of the server.
-  // Only a known error maps below 500 (an HTTP error, a store error): a 4xx is the answer itself.
-  const answer = status < 500 || err instanceof ServiceBusyError;
-  if (status >= 500 && !answer && !ctx.signal.aborted) outcome.failure = err;
+  if (status >= 500 && !(err instanceof ServiceBusyError) && !ctx.signal.aborted) outcome.failure = err;
   else outcome.refusal = { message: body.error, level: err instanceof ServiceBusyError && !(err instanceof ShuttingDownError) && !(err instanceof NotReadyError) ? "warn" : "info" };
   if (res.destroyed) return;
   if (res.headersSent) return endStreamWithError(res, body.error);
