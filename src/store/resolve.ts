@@ -77,6 +77,7 @@ export function goTemplateOf(model: { template: string | undefined; renderer: st
 export async function resolveModel(store: ResolveSource, input: string): Promise<ResolvedModel> {
   const name = parseModelName(input);
   const shown = printable(input);
+  // The blobs of the manifest this name had last are checked while the name is looked up.
   const previous = store.manifests.previous(name);
   const previousModel = previous && modelLayerOf(previous.manifest);
   const ahead = previousModel && settle(blobPaths(store, previous.manifest, previousModel));
