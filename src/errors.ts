@@ -1,9 +1,11 @@
 /**
- * The error classes of the contract (CONTRACT §3), each carrying its HTTP status.
+ * The error classes of the contract: HTTP errors carrying their status, and the model store's
+ * errors ({@link StoreError}), which carry a kind instead, so that the store knows nothing of HTTP.
  *
  * Handlers throw these; one place (`http/server.ts`) turns any thrown value into a status and
- * `{"error": "..."}`. Anything that is not an {@link HttpError} becomes a 500 whose detail goes to
- * the log only. This file is a leaf: it imports nothing from the rest of lmd.
+ * `{"error": "..."}` with {@link toErrorResponse}, the only place a store error's kind becomes a
+ * status. Anything else becomes a 500 whose detail goes to the log only. This file is a leaf: it
+ * imports nothing from the rest of lmd.
  */
 
 /** Base class: an error with the status it maps to and the message the client sees. */
@@ -31,16 +33,6 @@ export class BadRequestError extends HttpError {
 export class ForbiddenError extends HttpError {
   constructor(message: string) {
     super(403, message);
-  }
-}
-
-/**
- * 404: a model that is not in the store. `pullHint: false` where pulling is no remedy (a delete:
- * there is nothing to remove), as Ollama's delete answers.
- */
-export class ModelNotFoundError extends HttpError {
-  constructor(name: string, pullHint = true) {
-    super(404, pullHint ? `model '${name}' not found, try pulling it first` : `model '${name}' not found`);
   }
 }
 
@@ -72,10 +64,15 @@ export class BodyTooLargeError extends HttpError {
   }
 }
 
+/** The contract's message for a model that cannot be loaded. */
+function loadFailure(name: string, reason: string): string {
+  return `failed to load model '${name}': ${reason}`;
+}
+
 /** 500: the model could not be loaded. `reason` is client-safe (no paths, no stacks). */
 export class ModelLoadError extends HttpError {
   constructor(name: string, reason: string, cause?: unknown) {
-    super(500, `failed to load model '${name}': ${reason}`, { cause });
+    super(500, loadFailure(name, reason), { cause });
   }
 }
 
@@ -115,13 +112,54 @@ export class NoSpaceError extends HttpError {
 }
 
 /**
- * 500: the store refused a write — a store owned by another user, a read-only mount
+ * What a {@link StoreError} is about: a name, digest or path the caller got wrong (`invalid`), a model
+ * that is not there, a stored model that cannot be used (`broken`), a store the daemon may not write,
+ * uploads over their quota. The door gives each kind its status ({@link STORE_STATUS}).
+ */
+export type StoreErrorKind = "invalid" | "not-found" | "broken" | "not-writable" | "quota";
+
+/**
+ * A failure of the model store, in the contract's words but without HTTP: the store says what went
+ * wrong, the door ({@link toErrorResponse}) which status tells the client.
+ */
+export class StoreError extends Error {
+  readonly kind: StoreErrorKind;
+
+  constructor(kind: StoreErrorKind, message: string, options?: { cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.kind = kind;
+  }
+}
+
+/** The status of each kind of store error (a full quota is Ollama's 507, like a full disk). */
+const STORE_STATUS: Readonly<Record<StoreErrorKind, number>> = { invalid: 400, "not-found": 404, broken: 500, "not-writable": 500, quota: 507 };
+
+/**
+ * A model that is not in the store (404). `pullHint: false` where pulling is no remedy (a delete:
+ * there is nothing to remove), as Ollama's delete answers.
+ */
+export class ModelNotFoundError extends StoreError {
+  constructor(name: string, pullHint = true) {
+    super("not-found", pullHint ? `model '${name}' not found, try pulling it first` : `model '${name}' not found`);
+  }
+}
+
+/** A stored model whose layers cannot be used (500, the message of {@link ModelLoadError}). */
+export class BrokenModelError extends StoreError {
+  constructor(name: string, reason: string, cause?: unknown) {
+    super("broken", loadFailure(name, reason), { cause });
+  }
+}
+
+/**
+ * The store refused a write (500) — a store owned by another user, a read-only mount
  * (systemd's ProtectSystem=strict without ReadWritePaths=), an immutable directory. The status is
  * Ollama's for the same failure; the reason is the system's, without the path.
  */
-export class StoreNotWritableError extends HttpError {
+export class StoreNotWritableError extends StoreError {
   constructor(reason: string, cause?: unknown) {
-    super(500, `model store is not writable: ${reason}`, { cause });
+    super("not-writable", `model store is not writable: ${reason}`, { cause });
   }
 }
 
@@ -166,6 +204,7 @@ export const INTERNAL_ERROR_MESSAGE = "an internal error occurred";
  */
 export function toErrorResponse(err: unknown): { status: number; body: ErrorBody; headers: Record<string, string> } {
   if (err instanceof HttpError) return { status: err.status, body: { error: err.message }, headers: err.headers };
+  if (err instanceof StoreError) return { status: STORE_STATUS[err.kind], body: { error: err.message }, headers: {} };
   if (isNoSpace(err)) return toErrorResponse(new NoSpaceError(err));
   const refused = notWritable(err);
   if (refused) return toErrorResponse(refused);

@@ -1,6 +1,6 @@
 /**
  * A bounded GGUF reader and validator for the parent process (which must not import
- * node-llama-cpp: only the runner child does, DESIGN §1).
+ * node-llama-cpp: only the runner child does, so that a crash in native parsing takes down only that child).
  *
  * It reads the header, the key/value metadata and (optionally) the tensor infos through a
  * buffered window over the file. Every count and length is checked against the bytes left in

@@ -5,7 +5,7 @@
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import { randomBytes } from "node:crypto";
 import type { Duplex } from "node:stream";
-import { HttpError, NotReadyError, ServiceBusyError, ShuttingDownError, toErrorResponse } from "../errors.js";
+import { NotReadyError, ServiceBusyError, ShuttingDownError, toErrorResponse } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { Guards } from "./guards.js";
 import { BODY_IDLE_TIMEOUT_MS } from "./body.js";
@@ -164,8 +164,7 @@ function respondWithError(ctx: RequestContext, err: unknown, draining: boolean, 
   const { req, res } = ctx;
   const { status, body, headers } = toErrorResponse(err);
   // A request stopped by the shutdown or by its client leaving is no failure of the server.
-  const answer = err instanceof HttpError && (status < 500 || err instanceof ServiceBusyError);
-  if (status >= 500 && !answer && !ctx.signal.aborted) outcome.failure = err;
+  if (status >= 500 && !(err instanceof ServiceBusyError) && !ctx.signal.aborted) outcome.failure = err;
   else outcome.refusal = { message: body.error, level: err instanceof ServiceBusyError && !(err instanceof ShuttingDownError) && !(err instanceof NotReadyError) ? "warn" : "info" };
   if (res.destroyed) return;
   if (res.headersSent) return endStreamWithError(res, body.error);

@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import fs from "node:fs/promises";
 import type { Readable } from "node:stream";
-import { BadRequestError } from "../errors.js";
+import { StoreError } from "../errors.js";
 
 /** What the writer needs of the store (declared here so that store.ts imports this file, not the reverse). */
 export interface BlobTarget {
@@ -23,7 +23,7 @@ export interface WrittenBlob {
   created: boolean;
 }
 
-/** Writes `source` as a blob; refuses a digest other than `expected` (when given) with 400. */
+/** Writes `source` as a blob; refuses a digest other than `expected` (when given): an `invalid` store error. */
 export async function writeStreamVerified(store: BlobTarget, source: Readable | AsyncIterable<Buffer>, expected?: string): Promise<WrittenBlob> {
   const tmp = store.tempPath();
   const hash = createHash("sha256");
@@ -41,7 +41,7 @@ export async function writeStreamVerified(store: BlobTarget, source: Readable | 
       await fh.close();
     }
     const digest = `sha256:${hash.digest("hex")}`;
-    if (expected !== undefined && digest !== expected) throw new BadRequestError(`digest mismatch, expected '${expected}', got '${digest}'`);
+    if (expected !== undefined && digest !== expected) throw new StoreError("invalid", `digest mismatch, expected '${expected}', got '${digest}'`);
     if (await store.hasBlob(digest)) return { digest, size, created: false };
     await fs.rename(tmp, store.blobPath(digest));
     return { digest, size, created: true };

@@ -1,5 +1,5 @@
 /**
- * Garbage collection of the whole store at start (issue 13 item 9), as Ollama prunes at start:
+ * Garbage collection of the whole store at start, as Ollama prunes at start:
  *
  * - blobs (`sha256-<hex>`) that no manifest references: left by a daemon killed between writing a
  *   create's layers and its manifest, or uploaded with `/api/blobs` for a create that never came;

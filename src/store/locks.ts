@@ -1,5 +1,5 @@
 /**
- * Per-name serialisation of the store's writers (issue 13 item 10): create, copy, delete and a
+ * Per-name serialisation of the store's writers: create, copy, delete and a
  * pull's commit of one model wait for each other instead of interleaving their reads and writes
  * of one manifest (which answered 500 on ENOENT, and leaked blobs when two commits both replaced
  * the same old manifest).
@@ -30,7 +30,7 @@ async function acquire(map: Map<string, Promise<void>>, key: string): Promise<()
   };
 }
 
-/** Runs `fn` while holding the lock of every name in `inputs` (400 for an invalid name, before waiting). */
+/** Runs `fn` while holding the lock of every name in `inputs` (an invalid name throws before waiting). */
 export async function withNames<T>(store: object, inputs: readonly string[], fn: () => Promise<T>): Promise<T> {
   const keys = [...new Set(inputs.map(keyOf))].sort();
   let map = chains.get(store);

@@ -3,7 +3,7 @@
  * `registry.ollama.ai/library/<model>:latest`. Every part is checked against a strict
  * character set, so a name can never walk out of the store (`..`, `/`, `\`, NUL, absolute paths).
  */
-import { BadRequestError } from "../errors.js";
+import { StoreError } from "../errors.js";
 
 export const DEFAULT_HOST = "registry.ollama.ai";
 export const DEFAULT_NAMESPACE = "library";
@@ -21,9 +21,9 @@ const PART = /^[a-z0-9][a-z0-9._-]{0,79}$/i;
 const TAG = /^[a-z0-9_][a-z0-9._-]{0,79}$/i;
 const MAX_NAME = 350;
 
-/** Parses and validates a name; throws 400 `invalid model name '<name>'`. */
+/** Parses and validates a name; throws `invalid model name '<name>'` (a {@link StoreError} of kind `invalid`). */
 export function parseModelName(input: string): ModelName {
-  const invalid = () => new BadRequestError(`invalid model name '${printable(input)}'`);
+  const invalid = () => new StoreError("invalid", `invalid model name '${printable(input)}'`);
   if (input.length === 0 || input.length > MAX_NAME) throw invalid();
   let rest = input;
   let tag = DEFAULT_TAG;

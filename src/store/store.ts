@@ -1,153 +1,49 @@
 /**
- * The model store in Ollama's on-disk layout (CONTRACT §6):
+ * The model store in Ollama's on-disk layout:
  *   <root>/manifests/<host>/<namespace>/<model>/<tag>   Docker v2 manifest (JSON)
  *   <root>/blobs/sha256-<64 hex>                        content-addressed blobs
  *
- * Reads resolve a name to its manifest and layers. Writes go to a temporary file inside the
- * store and are renamed into place only after the digest is verified, so a crash or a full
- * disk never leaves a corrupt blob or manifest. Nothing resolves outside the store: names and
- * digests are validated, and symbolic links that lead out of it are refused.
+ * Reads resolve a name to its manifest and layers (resolve.ts, through manifest-cache.ts; what a
+ * manifest is: manifest.ts). Writes go to a temporary file inside the store and are renamed into
+ * place only after the digest is verified, so a crash or a full disk never leaves a corrupt blob or
+ * manifest. Nothing resolves outside the store: names and digests are validated, and symbolic
+ * links that lead out of it are refused. Failures are store errors (errors.ts), which know no HTTP.
  *
  * Listing, deleting and garbage collection live in admin.ts; blob streaming in blob-writer.ts.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { createReadStream, constants as fsConstants, type Stats } from "node:fs";
+import { createReadStream, constants as fsConstants } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
-import { BadRequestError, HttpError, ModelLoadError, ModelNotFoundError, refusedWriteReason, StoreNotWritableError } from "../errors.js";
+import { refusedWriteReason, StoreError, StoreNotWritableError } from "../errors.js";
 import { writeStreamVerified } from "./blob-writer.js";
-import { layerKind, LayerTooLargeError, readSmallBlob } from "./layers.js";
-import { displayName, manifestSegments, nameKey, parseModelName, printable, type ModelName } from "./names.js";
+import { LayerTooLargeError, readSmallBlob } from "./layers.js";
+import { digestHex, parseManifest, type Layer, type Manifest } from "./manifest.js";
+import { locateManifest, ManifestCache } from "./manifest-cache.js";
+import { manifestSegments, parseModelName, type ModelName } from "./names.js";
+import { resolveModel, type ModelConfig, type ResolvedModel } from "./resolve.js";
 
-export const MEDIA = {
-  manifest: "application/vnd.docker.distribution.manifest.v2+json",
-  config: "application/vnd.docker.container.image.v1+json",
-  model: "application/vnd.ollama.image.model",
-  template: "application/vnd.ollama.image.template",
-  system: "application/vnd.ollama.image.system",
-  params: "application/vnd.ollama.image.params",
-  license: "application/vnd.ollama.image.license",
-  adapter: "application/vnd.ollama.image.adapter",
-  projector: "application/vnd.ollama.image.projector",
-  messages: "application/vnd.ollama.image.messages",
-  /** A draft model for speculative decoding (Ollama's Modelfile `DRAFT <file>`). */
-  draft: "application/vnd.ollama.image.draft",
-} as const;
-
-export interface Layer {
-  mediaType: string;
-  digest: string;
-  size: number;
-}
-
-export interface Manifest {
-  schemaVersion: number;
-  mediaType?: string;
-  config: Layer;
-  layers: Layer[];
-}
-
-/** A name resolved to what a runner and the routes need. */
-export interface ResolvedModel {
-  name: ModelName;
-  /** `model:tag` as users write it. */
-  display: string;
-  /** Lower-cased full name: the scheduler's key. */
-  key: string;
-  manifest: Manifest;
-  /** Digest of the GGUF layer (`sha256:<hex>`). */
-  digest: string;
-  modelPath: string;
-  /** Paths of the LoRA adapter layers, in manifest order: the runner applies them at load. */
-  adapterPaths: string[];
-  /** Path of the draft model layer (Ollama's `DRAFT <file>`), if any. */
-  draftLayerPath: string | undefined;
-  size: number;
-  /** Options from the params layer (Modelfile PARAMETER lines). */
-  params: Record<string, unknown>;
-  template: string | undefined;
-  system: string | undefined;
-  /** The config blob's `model_family` and `parser` ("" when absent): Ollama's harmony rule reads them (template/harmony.ts). */
-  family: string;
-  parser: string;
-  /** The config blob's `renderer` (Ollama's built-in prompt renderers; see {@link goTemplateOf}). */
-  renderer: string;
-  /** The MESSAGE lines (messages layer): a conversation put in front of every chat, as Ollama does. */
-  messages: ModelMessage[];
-  modifiedAt: Date;
-}
-
-/** What lmd reads of a model's config blob. */
-export interface ModelConfig {
-  family: string;
-  parser: string;
-  renderer: string;
-}
-
-/**
- * The Go template lmd renders a model's prompts with: its template layer, unless its config names
- * one of Ollama's built-in renderers (`RENDERER qwen3-coder`, `qwen3.5`, …: Go code in Ollama, none
- * of which lmd has). Such a model's template layer is a stub (`{{ .Prompt }}`), so it is rendered
- * by its GGUF's own chat template instead, as a model without a template layer is.
- */
-export function goTemplateOf(model: { template: string | undefined; renderer: string }): string | undefined {
-  return model.renderer ? undefined : model.template;
-}
-
-export interface ModelMessage {
-  role: "system" | "user" | "assistant";
-  content: string;
-}
-
-/** A messages layer: a JSON array of `{role, content}` (what `/api/create` and MESSAGE lines store). */
-function parseMessages(text: string, model: string): ModelMessage[] {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    value = undefined;
-  }
-  const valid = (m: unknown): m is ModelMessage =>
-    typeof m === "object" && m !== null && ["system", "user", "assistant"].includes((m as ModelMessage).role) && typeof (m as ModelMessage).content === "string";
-  if (!Array.isArray(value) || !value.every(valid)) throw new ModelLoadError(model, "invalid messages layer");
-  return value.map((m) => ({ role: m.role, content: m.content }));
-}
-
-const DIGEST = /^sha256:([a-f0-9]{64})$/;
-
-/** Validates a digest and returns its hex; throws 400 `invalid digest '<digest>'`. */
-export function digestHex(digest: string): string {
-  const m = DIGEST.exec(digest);
-  if (!m?.[1]) throw new BadRequestError(`invalid digest '${printable(digest)}'`);
-  return m[1];
-}
-
-/** True for a well-formed `sha256:<64 lower-case hex>`. */
-export function isDigest(value: unknown): value is string {
-  return typeof value === "string" && DIGEST.test(value);
-}
+export { digestHex, isDigest, MEDIA, type Layer, type Manifest } from "./manifest.js";
+export { goTemplateOf, type ModelConfig, type ModelMessage, type ResolvedModel } from "./resolve.js";
 
 /** Prefix of every temporary file; the writer's pid follows, so stale ones can be told apart. */
 export const TEMP_PREFIX = ".tmp-";
-/** Prefix of resumable partial downloads (kept across restarts; see registry-download.ts). */
+/** Prefix of resumable partial downloads (kept across restarts; see registry/download.ts). */
 export const PARTIAL_PREFIX = ".partial-";
-/** Manifest texts kept (a few KiB each; the oldest goes first). */
-const MANIFEST_CACHE_ENTRIES = 256;
 
 export class ModelStore {
   readonly root: string;
   /** Digests that an operation in progress is about to reference: garbage collection skips them. */
   private readonly pins = new Map<string, number>();
-  /** Manifest texts by file, with the identity of the file they were read from (readManifestStat). */
-  private readonly manifestTexts = new Map<string, { identity: string; text: string }>();
-  /** The model blob each name resolved to last (resolve checks it early). */
-  private readonly modelBlobs = new Map<string, string>();
+  /** The manifest each name resolved to last (resolve reads through it). */
+  readonly manifests: ManifestCache;
   /** The root's real path, once taken (insideStore). */
   private rootReal: Promise<string> | undefined;
 
   constructor(root: string) {
     this.root = path.resolve(root);
+    this.manifests = new ManifestCache(this.manifestsDir, (file) => this.insideStore(file));
   }
 
   get blobsDir(): string {
@@ -197,66 +93,17 @@ export class ModelStore {
     return stat?.isFile() ?? false;
   }
 
-  /** Resolves a model name; throws 400 for an invalid name and 404 when it is not in the store. */
-  async resolve(input: string): Promise<ResolvedModel> {
-    const name = parseModelName(input);
-    // The model blob this name had last time is checked while its manifest is looked up, and the
-    // answer used when the manifest still names it: one round of file-system requests where a
-    // request waited for four, one after another (each a thread hop, ~0.2-0.4 ms on an idle small host).
-    const key = nameKey(name);
-    const guess = this.modelBlobs.get(key);
-    const guessed = guess === undefined ? undefined : settle(this.insideStore(this.blobPath(guess)));
-    const found = await this.locateManifest(name);
-    if (!found) throw new ModelNotFoundError(printable(input));
-    // A manifest removed by a concurrent delete between finding and reading it: not found.
-    const { manifest, stat } = await this.readManifestStat(found.file, found.stat).catch((err: unknown) => {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new ModelNotFoundError(printable(input));
-      throw err;
-    });
-    const modelLayer = manifest.layers.find((l) => l.mediaType === MEDIA.model);
-    if (!modelLayer) throw new ModelNotFoundError(printable(input));
-    const modelPath = await unwrap(guess === modelLayer.digest && guessed ? guessed : settle(this.insideStore(this.blobPath(modelLayer.digest))));
-    this.modelBlobs.delete(key);
-    if (this.modelBlobs.size >= MANIFEST_CACHE_ENTRIES) this.modelBlobs.delete(this.modelBlobs.keys().next().value!);
-    this.modelBlobs.set(key, modelLayer.digest);
-    // The adapters' and the draft's paths in one round of file-system requests.
-    const draftLayer = manifest.layers.find((l) => l.mediaType === MEDIA.draft);
-    const [draftLayerPath, ...adapterPaths] = await Promise.all([
-      draftLayer ? this.insideStore(this.blobPath(draftLayer.digest)) : undefined,
-      ...manifest.layers.filter((l) => l.mediaType === MEDIA.adapter).map((l) => this.insideStore(this.blobPath(l.digest))),
-    ]);
-    const [params, template, system, messages, config] = await Promise.all([
-      this.readLayerJson(manifest, MEDIA.params),
-      this.readLayerText(manifest, MEDIA.template),
-      this.readLayerText(manifest, MEDIA.system),
-      this.readLayerText(manifest, MEDIA.messages),
-      this.config(manifest),
-    ]).catch((err: unknown) => {
-      if (err instanceof LayerTooLargeError) throw new ModelLoadError(printable(input), err.message, err);
-      throw err;
-    });
-    return {
-      name,
-      display: displayName(name),
-      key: nameKey(name),
-      manifest,
-      digest: modelLayer.digest,
-      modelPath,
-      adapterPaths,
-      draftLayerPath,
-      size: manifest.layers.reduce((n, l) => n + l.size, 0),
-      params: params ?? {},
-      template,
-      system,
-      family: config.family,
-      parser: config.parser,
-      renderer: config.renderer,
-      messages: messages === undefined ? [] : parseMessages(messages, printable(input)),
-      modifiedAt: stat.mtime,
-    };
+  /** Resolves a model name (resolve.ts); throws for an invalid name and when the model is not in the store. */
+  resolve(input: string): Promise<ResolvedModel> {
+    return resolveModel(this, input);
   }
 
-  /** The manifest stored for a name, or undefined (400 for an invalid name). */
+  /** A blob's real path, refused when it leads out of the store. */
+  blobFile(digest: string): Promise<string> {
+    return this.insideStore(this.blobPath(digest));
+  }
+
+  /** The manifest stored for a name, or undefined (throws for an invalid name). */
   async findModel(input: string): Promise<{ name: ModelName; file: string; manifest: Manifest } | undefined> {
     const name = parseModelName(input);
     const file = await this.findManifest(name);
@@ -286,65 +133,12 @@ export class ModelStore {
    * of each segment (Ollama matches names case-insensitively).
    */
   async findManifest(name: ModelName): Promise<string | undefined> {
-    return (await this.locateManifest(name))?.file;
-  }
-
-  /** {@link findManifest}, with the file's stat. */
-  private async locateManifest(name: ModelName): Promise<{ file: string; stat: Stats } | undefined> {
-    // The exact path in one look (the usual case), its stat and real path at once, before the walk
-    // that matches each segment's case.
-    const direct = path.join(this.manifestsDir, ...manifestSegments(name));
-    const inside = settle(this.insideStore(direct));
-    const directStat = await fs.stat(direct).catch(() => undefined);
-    if (directStat?.isFile()) return { file: await unwrap(inside), stat: directStat };
-    let dir = this.manifestsDir;
-    for (const segment of manifestSegments(name)) {
-      const exact = path.join(dir, segment);
-      if (await exists(exact)) {
-        dir = exact;
-        continue;
-      }
-      const entries = await fs.readdir(dir).catch(() => [] as string[]);
-      const match = entries.find((e) => e.toLowerCase() === segment.toLowerCase());
-      if (!match) return undefined;
-      dir = path.join(dir, match);
-    }
-    const stat = await fs.stat(dir).catch(() => undefined);
-    return stat?.isFile() ? { file: await this.insideStore(dir), stat } : undefined;
+    return (await locateManifest(this.manifestsDir, name, (file) => this.insideStore(file)))?.file;
   }
 
   /** Reads and checks a manifest file: every digest must be well formed (no path tricks). */
   async readManifest(file: string): Promise<Manifest> {
     return parseManifest(file, await fs.readFile(file, "utf8"));
-  }
-
-  /**
-   * A manifest with its file's stat. The text is kept per file and reused while the file is the
-   * same one (inode, size, modification time): lmd replaces a manifest by rename (a new inode), Ollama
-   * rewrites it in place (a new size or modification time). Every request resolves its model; this
-   * saves it four file-system round trips. `known` is the file's stat when the caller has it.
-   */
-  private async readManifestStat(file: string, known?: Stats): Promise<{ manifest: Manifest; stat: Stats }> {
-    const stat = known ?? (await fs.stat(file));
-    const identity = `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
-    const cached = this.manifestTexts.get(file);
-    if (cached?.identity === identity) return { manifest: parseManifest(file, cached.text), stat };
-    const text = await fs.readFile(file, "utf8");
-    this.manifestTexts.delete(file);
-    if (this.manifestTexts.size >= MANIFEST_CACHE_ENTRIES) this.manifestTexts.delete(this.manifestTexts.keys().next().value!);
-    this.manifestTexts.set(file, { identity, text });
-    return { manifest: parseManifest(file, text), stat };
-  }
-
-  private async readLayerText(manifest: Manifest, mediaType: string): Promise<string | undefined> {
-    const layer = manifest.layers.find((l) => l.mediaType === mediaType);
-    if (!layer) return undefined;
-    return readSmallBlob(() => this.insideStore(this.blobPath(layer.digest)), layer.digest, layerKind(mediaType));
-  }
-
-  private async readLayerJson(manifest: Manifest, mediaType: string): Promise<Record<string, unknown> | undefined> {
-    const text = await this.readLayerText(manifest, mediaType);
-    return text === undefined ? undefined : (JSON.parse(text) as Record<string, unknown>);
   }
 
   /** The config blob's family, parser and renderer; a config that is missing or not JSON names none. */
@@ -359,8 +153,8 @@ export class ModelStore {
 
   /** Reads a small blob as text (template, system, params, config, license), capped and cached (layers.ts). */
   async readBlobText(digest: string, kind = "layer"): Promise<string> {
-    return readSmallBlob(() => this.insideStore(this.blobPath(digest)), digest, kind).catch((err: unknown) => {
-      if (err instanceof LayerTooLargeError) throw new HttpError(500, `${err.message} (${digest})`);
+    return readSmallBlob(() => this.blobFile(digest), digest, kind).catch((err: unknown) => {
+      if (err instanceof LayerTooLargeError) throw new StoreError("broken", `${err.message} (${digest})`);
       throw err;
     });
   }
@@ -371,7 +165,7 @@ export class ModelStore {
     if (within(real, root)) return real;
     // The root's real path is taken once; a root moved since (a link re-pointed) is taken again before refusing.
     this.rootReal = undefined;
-    if (!within(real, await this.realRoot())) throw new BadRequestError(`path '${path.basename(file)}' leads outside the model store`);
+    if (!within(real, await this.realRoot())) throw new StoreError("invalid", `path '${path.basename(file)}' leads outside the model store`);
     return real;
   }
 
@@ -394,7 +188,7 @@ export class ModelStore {
 
   /**
    * Streams `source` into the store as a blob: temporary file, sha256 while writing, fsync, then
-   * rename. With `expected`, a different digest is refused (400) and nothing is kept. `created`
+   * rename. With `expected`, a different digest is refused and nothing is kept. `created`
    * is false when the blob was already there. Any error (ENOSPC included) removes the temporary file.
    */
   async addBlobFromStream(source: Readable | AsyncIterable<Buffer>, expected?: string): Promise<{ digest: string; size: number; created: boolean }> {
@@ -494,33 +288,7 @@ function processAlive(pid: number): boolean {
   }
 }
 
-/** A manifest's text parsed and checked: every digest must be well formed (no path tricks). */
-function parseManifest(file: string, text: string): Manifest {
-  const manifest = JSON.parse(text) as Manifest;
-  const bad = !manifest || typeof manifest !== "object" || !Array.isArray(manifest.layers) || !manifest.config;
-  if (bad || ![manifest.config, ...manifest.layers].every((l) => isDigest(l?.digest))) throw new Error(`malformed manifest ${file}`);
-  return manifest;
-}
-
-async function exists(file: string): Promise<boolean> {
-  return fs.access(file).then(
-    () => true,
-    () => false,
-  );
-}
-
 /** True when `real` is `root` or a path under it. */
 function within(real: string, root: string): boolean {
   return real === root || real.startsWith(root + path.sep);
-}
-
-/** A promise that never rejects (its outcome is read later with {@link unwrap}): nothing is left unhandled meanwhile. */
-function settle<T>(promise: Promise<T>): Promise<{ value: T } | { error: unknown }> {
-  return promise.then((value) => ({ value }), (error: unknown) => ({ error }));
-}
-
-async function unwrap<T>(settled: Promise<{ value: T } | { error: unknown }>): Promise<T> {
-  const outcome = await settled;
-  if ("error" in outcome) throw outcome.error;
-  return outcome.value;
 }

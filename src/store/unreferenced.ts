@@ -16,7 +16,7 @@
  */
 import fs from "node:fs/promises";
 import path from "node:path";
-import { HttpError } from "../errors.js";
+import { StoreError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import { referencedDigests } from "./gc.js";
 import type { ModelStore } from "./store.js";
@@ -24,10 +24,10 @@ import type { ModelStore } from "./store.js";
 /** Grace and period of the collection (tests shorten them). */
 export const BLOB_GC = { graceMs: 60 * 60 * 1000, intervalMs: 10 * 60 * 1000 };
 
-/** 507: an upload would take unreferenced blobs past the quota. */
-export class BlobQuotaError extends HttpError {
+/** An upload would take unreferenced blobs past the quota (507 at the door). */
+export class BlobQuotaError extends StoreError {
   constructor(limit: number) {
-    super(507, `unreferenced blobs would exceed SERVICE_MAX_UNREFERENCED_BLOBS (${limit} bytes): create a model from the blobs uploaded, or wait for them to be removed`);
+    super("quota", `unreferenced blobs would exceed SERVICE_MAX_UNREFERENCED_BLOBS (${limit} bytes): create a model from the blobs uploaded, or wait for them to be removed`);
   }
 }
 

@@ -3,6 +3,7 @@
  * Parsing is linear in the input and bounded in size; execution is bounded in steps, output and time,
  * so a hostile template (a stored TEMPLATE layer, a request's `template`) errors instead of spinning.
  */
+import { LRUCache } from "lru-cache";
 import { BadRequestError } from "../errors.js";
 import type { ListNode, Node } from "./ast.js";
 import { Budget, execute, TemplateExecError, type ExecLimits } from "./exec.js";
@@ -47,22 +48,14 @@ export function parseTemplate(text: string, name = "template", options: { append
   // Every generate and chat parses its model's template: keep the last few parsed (they are immutable).
   const key = `${name}\0${options.appendResponse === false ? 0 : 1}\0${text}`;
   const hit = cache.get(key);
-  if (hit) {
-    cache.delete(key);
-    cache.set(key, hit);
-    return hit;
-  }
+  if (hit) return hit;
   const t = parseUncached(text, name, options);
-  if (text.length <= CACHE_MAX_TEXT) {
-    cache.set(key, t);
-    if (cache.size > CACHE_ENTRIES) cache.delete(cache.keys().next().value!);
-  }
+  if (text.length <= CACHE_MAX_TEXT) cache.set(key, t);
   return t;
 }
 
-const CACHE_ENTRIES = 32;
 const CACHE_MAX_TEXT = 64 * 1024;
-const cache = new Map<string, Template>();
+const cache = new LRUCache<string, Template>({ max: 32 });
 
 function parseUncached(text: string, name: string, options: { appendResponse?: boolean }): Template {
   if (Buffer.byteLength(text, "utf8") > MAX_TEMPLATE_BYTES) throw new BadRequestError(`template: ${name}: template is larger than ${MAX_TEMPLATE_BYTES} bytes`);

@@ -6,6 +6,7 @@ import { readFile } from "node:fs/promises";
 import t from "tap";
 import { loadConfig, VARIABLES } from "../../src/config.js";
 import * as errors from "../../src/errors.js";
+import { BlobQuotaError } from "../../src/store/unreferenced.js";
 
 const doc = (name: string) => readFile(new URL(`../../docs/${name}`, import.meta.url), "utf8");
 
@@ -27,18 +28,22 @@ t.test("docs/configuration.md lists every variable with its default", async (t) 
 
 t.test("docs/errors.md lists every message shape of the error classes", async (t) => {
   const text = await doc("errors.md");
+  // The status is the one the door gives (toErrorResponse): store errors carry a kind, not a status.
+  const answer = (e: Error, message = e.message): [number, string] => [errors.toErrorResponse(e).status, message];
   const samples: [number, string][] = [
-    [new errors.ModelNotFoundError("<name>").status, new errors.ModelNotFoundError("<name>").message],
-    [new errors.MethodNotAllowedError("<M>", "<path>", []).status, new errors.MethodNotAllowedError("<M>", "<path>", []).message],
-    [new errors.ModelBusyError("<name>").status, new errors.ModelBusyError("<name>").message],
-    [new errors.BodyTooLargeError(0).status, new errors.BodyTooLargeError(0).message.replace("0", "<n>")],
-    [new errors.ModelLoadError("<name>", "<reason>").status, new errors.ModelLoadError("<name>", "<reason>").message],
-    [new errors.ModelRunError("<detail>").status, new errors.ModelRunError("<detail>").message],
-    [new errors.ServiceBusyError().status, new errors.ServiceBusyError().message],
-    [new errors.ShuttingDownError().status, new errors.ShuttingDownError().message],
-    [new errors.NoSpaceError().status, new errors.NoSpaceError().message],
-    [new errors.ModelNotFoundError("<name>", false).status, new errors.ModelNotFoundError("<name>", false).message],
-    [new errors.StoreNotWritableError("<reason>").status, new errors.StoreNotWritableError("<reason>").message],
+    answer(new errors.ModelNotFoundError("<name>")),
+    answer(new errors.MethodNotAllowedError("<M>", "<path>", [])),
+    answer(new errors.ModelBusyError("<name>")),
+    answer(new errors.BodyTooLargeError(0), new errors.BodyTooLargeError(0).message.replace("0", "<n>")),
+    answer(new errors.ModelLoadError("<name>", "<reason>")),
+    answer(new errors.ModelRunError("<detail>")),
+    answer(new errors.ServiceBusyError()),
+    answer(new errors.ShuttingDownError()),
+    answer(new errors.NoSpaceError()),
+    answer(new errors.ModelNotFoundError("<name>", false)),
+    answer(new errors.StoreNotWritableError("<reason>")),
+    answer(new errors.BrokenModelError("<name>", "<reason>")),
+    answer(new BlobQuotaError(0), new BlobQuotaError(0).message.replace("(0 bytes)", "(<n> bytes)")),
     [400, "prompt is required"],
     [400, "model is required"],
     [400, "missing request body"],

@@ -4,7 +4,7 @@ import net from "node:net";
 import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
-import { ModelRunError, NotFoundError, MethodNotAllowedError, NotReadyError, ServiceBusyError } from "../../src/errors.js";
+import { BrokenModelError, ModelNotFoundError, ModelRunError, NotFoundError, MethodNotAllowedError, NotReadyError, ServiceBusyError } from "../../src/errors.js";
 import { readJson, readJsonOrEmpty } from "../../src/http/body.js";
 import { createGuards } from "../../src/http/guards.js";
 import { NdjsonStream, SseStream, sendJson, sendText } from "../../src/http/respond.js";
@@ -108,6 +108,12 @@ function routes(events: Record<string, unknown>): Router {
     })
     .add("GET", "/busy", () => {
       throw new ServiceBusyError();
+    })
+    .add("GET", "/no-model", () => {
+      throw new ModelNotFoundError("nope");
+    })
+    .add("GET", "/broken-model", () => {
+      throw new BrokenModelError("m", "invalid messages layer");
     })
     .add("GET", "/stream-fail", async ({ res, url }) => {
       const s = new NdjsonStream(res);
@@ -351,6 +357,15 @@ t.test("refusals that are the answer (4xx, /readyz's 503) are one info line with
   t.match(of("missing")[0], { msg: "request", level: 30, status: 404, error: "path '/nowhere' not found" });
   t.match(of("full")[0], { msg: "request", level: 40, status: 503, error: /maximum pending requests/ }, "a full queue is a warning");
   t.notOk(logs.some((l) => (l.level as number) >= 50), "nothing at error priority");
+});
+
+t.test("store errors get their status at the door: a missing model is a refusal, a broken one a failure", async (t) => {
+  const { url, logs } = await startServer(t);
+  await assertError(t, await fetch(`${url}/no-model`, { headers: { "x-request-id": "gone" } }), 404, "model 'nope' not found, try pulling it first");
+  await assertError(t, await fetch(`${url}/broken-model`, { headers: { "x-request-id": "broken" } }), 500, "failed to load model 'm': invalid messages layer");
+  await sleep(20);
+  t.match(logs.filter((l) => l.reqId === "gone"), [{ msg: "request", level: 30, status: 404, error: "model 'nope' not found, try pulling it first" }], "one info line");
+  t.match(logs.filter((l) => l.reqId === "broken"), [{ msg: "request failed", level: 50, status: 500 }], "one line at error priority");
 });
 
 t.test("NDJSON: header on first write, error as the last line", async (t) => {
