@@ -2,7 +2,7 @@
  * Per-model GPU placement (the policy file's `gpus`) and SERVICE_GPU_OVERHEAD, on a host without a
  * GPU: what can be seen without one is the runner child's environment (the variables the CUDA
  * runtime and llama.cpp's Vulkan backend read before they enumerate devices), the load spec, and
- * the memory arithmetic (test/unit/gpu-memory.test.ts). A real daemon, real runners.
+ * the memory arithmetic (test/native/gpu-memory.test.ts). A real daemon, real runners.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";

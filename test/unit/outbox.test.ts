@@ -1,7 +1,7 @@
 /**
  * The runner's outbox (src/runner/outbox.ts) on a clock and timers of the test's own, so that the
  * rules are checked exactly, without waiting: when gathered output is written relative to the decode
- * loop's steps and the SERVICE_STREAM_INTERVAL timer. test/unit/runner-output.test.ts checks the
+ * loop's steps and the SERVICE_STREAM_INTERVAL timer. test/native/runner-output.test.ts checks the
  * same through a real runner.
  */
 import t from "tap";

@@ -1,7 +1,7 @@
 /**
  * What the scheduler puts in a runner's load spec from the daemon's configuration, with a fake
  * runner that records the spec (the runner's side of SERVICE_STREAM_INTERVAL is
- * test/unit/runner-output.test.ts).
+ * test/native/runner-output.test.ts).
  */
 import t from "tap";
 import type { SchedulerOptions } from "../../src/scheduler/scheduler.js";
