@@ -220,7 +220,7 @@ export function runnerGpu(mode: GpuMode, r: BackendReport): { gpu: RunnerGpu; re
  * exits, however it exits. A probe that dies or hangs during its smoke test (its last answer says
  * `pending`) failed it, with llama.cpp's error line from its stderr as the reason.
  */
-export function runProbe(mode: GpuMode, candidates: GpuBackend[], timeoutMs = 120_000, entry = path.join(path.dirname(childEntry()), "probe.js")): Promise<ProbeResult> {
+export function runProbe(mode: GpuMode, candidates: GpuBackend[], timeoutMs = 120_000, entry = path.join(path.dirname(childEntry()), "../probe.js")): Promise<ProbeResult> {
   return new Promise((resolve) => {
     const scratch = mkdtempSync(path.join(os.tmpdir(), "lmd-probe-"));
     // GGML_NO_BACKTRACE: an abort exits at once instead of running gdb for a backtrace.

@@ -23,8 +23,8 @@ export type JobStats = Pick<GenerateStats, "promptEvalCount" | "promptEvalNs" | 
 /** Path of the compiled child entry. Under a TypeScript loader (tests) the compiled file in dist/ is used. */
 export function childEntry(): string {
   const here = fileURLToPath(import.meta.url);
-  if (here.endsWith(".js")) return here.replace(/client\.js$/, "child.js");
-  const compiled = fileURLToPath(new URL("../../dist/src/runner/child.js", import.meta.url));
+  if (here.endsWith(".js")) return here.replace(/client\.js$/, "child/entry.js");
+  const compiled = fileURLToPath(new URL("../../dist/src/runner/child/entry.js", import.meta.url));
   if (!existsSync(compiled)) throw new Error(`runner entry ${compiled} is missing: run 'npm run build' first`);
   return compiled;
 }
@@ -35,7 +35,7 @@ export function childEntry(): string {
  * undefined when no C compiler built it.
  */
 export function threadpoolLibrary(): string | undefined {
-  const file = path.join(path.dirname(childEntry()), "../../native/lmd-threadpool.so");
+  const file = path.join(path.dirname(childEntry()), "../../../native/lmd-threadpool.so");
   return existsSync(file) ? file : undefined;
 }
 

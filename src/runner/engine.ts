@@ -1,5 +1,5 @@
 /**
- * The runner's node-llama-cpp instance (child-side: imported by child.ts, and by tests).
+ * The runner's node-llama-cpp instance (child-side: imported by runner/child/load.ts, and by tests).
  *
  * Every context a runner makes — the model's, the draft's, the embedding and ranking ones — gets
  * the load's thread count explicitly, and no two of them decode at once: the runner has one libuv

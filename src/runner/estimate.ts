@@ -1,5 +1,5 @@
 /**
- * The memory a load will take, by node-llama-cpp's own estimates (imported only by child.ts).
+ * The memory a load will take, by node-llama-cpp's own estimates (imported only by runner/child/load.ts).
  *
  * The runner child computes this from the GGUF header before it loads anything, and the parent
  * decides (after evicting idle models if that makes room) whether the load may go ahead. The

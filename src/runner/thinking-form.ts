@@ -1,6 +1,7 @@
 /**
  * How the answer's first tokens are rendered for `think`, as the model's own chat template renders
- * them, where node-llama-cpp's chat wrapper renders them otherwise (imported by chat.ts and render.ts).
+ * them, where node-llama-cpp's chat wrapper renders them otherwise (imported by the runner child's
+ * generate, chat, render and load modules).
  *
  * Thinking templates decide in the generation prompt whether the model thinks, through
  * `enable_thinking`: DeepSeek-R1's opens `<think>\n` (on) or writes `<think>\n</think>` (off); Qwen 3's

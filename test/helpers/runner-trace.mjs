@@ -8,7 +8,7 @@
  * loader. node-llama-cpp forks processes of its own that inherit the preload (to test its binary):
  * only the runner's entry is traced.
  */
-if (process.argv[1]?.endsWith("child.js")) trace((await import("node-llama-cpp")).LlamaContext);
+if (process.argv[1]?.endsWith("child/entry.js")) trace((await import("node-llama-cpp")).LlamaContext);
 
 function trace(LlamaContext) {
   let inFlight = 0;

@@ -1,6 +1,6 @@
 /**
  * What a request asks of a model's runner is bounded, and the client's mistakes are 4xx, on the
- * real daemon and runner (src/runner/limits.ts, runner/child.ts, runner/chat.ts):
+ * real daemon and runner (src/runner/limits.ts, runner/child/generate.ts, runner/child/chat.ts):
  * stop sequences (count and length) and `format` schemas (size, enum values) over their limits
  * are 400s naming the limit; `context` ids outside the vocabulary and tools that alone overflow
  * the context are 400s (they were 500s, which clients retry).
