@@ -13,7 +13,7 @@ import { Outbox } from "../outbox.js";
 import type { ChildIo } from "./io.js";
 import { JobTable, type JobHost } from "./job.js";
 import { loadModel } from "./load.js";
-import type { LoadedModel } from "./model.js";
+import { outOfMemory, type LoadedModel } from "./model.js";
 import { runGenerate } from "./generate.js";
 import { runChat } from "./chat.js";
 import { runEmbed } from "./embed.js";
@@ -44,7 +44,7 @@ const io: ChildIo = {
   log: (level, msg, data) => outbox.send({ type: "log", level, msg, ...(data ? { data } : {}) }),
 };
 
-const host: JobHost = { io, jobs, loaded: () => loaded };
+const host: JobHost = { io, jobs, loaded: () => loaded, outOfMemory };
 
 async function load(msg: Extract<ToRunner, { type: "load" }>): Promise<void> {
   const admitted = () => new Promise<void>((resolve) => (admit = resolve));

@@ -5,7 +5,7 @@
  * logprob recorder, a chat session) is given back when it ends, however it ends. `unload` aborts the
  * running jobs and waits for them before it disposes what they use.
  */
-import { InsufficientMemoryError, type Token } from "node-llama-cpp";
+import type { Token } from "node-llama-cpp";
 import { PauseSwitch } from "../flow.js";
 import type { FromRunner, RunnerFailureKind } from "../protocol.js";
 import { clientSafe, type ChildIo } from "./io.js";
@@ -69,6 +69,8 @@ export interface JobHost {
   jobs: JobTable;
   /** The model, unless none is loaded (yet, or any more). */
   loaded(): LoadedModel | undefined;
+  /** Whether an error is the engine running out of memory (model.ts's `outOfMemory`). */
+  outOfMemory(err: unknown): boolean;
 }
 
 /** One kind of job, as `withJob` treats it. */
@@ -140,7 +142,7 @@ export function withJob(host: JobHost, id: number, kind: JobKind, body: (job: Jo
     } catch (err) {
       if (err instanceof JobFailure) return io.send({ type: "failed", id, kind: err.kind, message: err.message });
       if (abort.signal.aborted && kind.cancelled) return io.send(kind.cancelled(id));
-      const oom = err instanceof InsufficientMemoryError || /out of memory|insufficient memory/i.test(String(err));
+      const oom = host.outOfMemory(err);
       io.log("error", `${kind.what} failed`, { err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
       io.send({ type: "failed", id, kind: oom ? "memory" : "other", message: oom ? "out of memory" : clientSafe(err, model.modelFile) });
     } finally {

@@ -5,7 +5,18 @@
  * it back when they end; the embedding and ranking contexts are made here on their first use.
  */
 import { withLock } from "lifecycle-utils";
-import type { Llama, LlamaCompletion, LlamaContext, LlamaContextSequence, LlamaEmbeddingContext, LlamaGrammar, LlamaModel, LlamaRankingContext, Token } from "node-llama-cpp";
+import {
+  InsufficientMemoryError,
+  type Llama,
+  type LlamaCompletion,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaEmbeddingContext,
+  type LlamaGrammar,
+  type LlamaModel,
+  type LlamaRankingContext,
+  type Token,
+} from "node-llama-cpp";
 import type { GrammarSpec } from "../protocol.js";
 import type { DraftResources, SwitchablePredictor } from "../speculative.js";
 import type { PauseSwitch } from "../flow.js";
@@ -179,6 +190,11 @@ export class LoadedModel {
     await this.draft?.model.dispose().catch(() => undefined);
     await this.llama.dispose().catch(() => undefined);
   }
+}
+
+/** Whether an error is the engine running out of memory: node-llama-cpp's own error, or llama.cpp's words for it. */
+export function outOfMemory(err: unknown): boolean {
+  return err instanceof InsufficientMemoryError || /out of memory|insufficient memory/i.test(String(err));
 }
 
 /** A promise made on the first call and kept; a rejected one (out of memory) is made again by the next call. */
