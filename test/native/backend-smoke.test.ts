@@ -14,14 +14,10 @@ import { getLlama } from "node-llama-cpp";
 import { pino } from "pino";
 import t from "tap";
 import { findBackend, logReport, runnerGpu, runProbe, SMOKE_MARKER, type HostFacts, type Probe } from "../../src/backend.js";
-import { silentLogger } from "../../src/logger.js";
-import { Scheduler } from "../../src/scheduler/scheduler.js";
 import { smokeTest } from "../../src/runner/smoke.js";
-import type { Runner } from "../../src/runner/client.js";
-import type { LoadSpec } from "../../src/runner/protocol.js";
-import type { ResolvedModel } from "../../src/store/store.js";
 import type { ProbeResult } from "../../src/runner/probe.js";
 import type { GpuMode } from "../../src/config.js";
+import { fakeModel, fakeScheduler } from "../helpers/fake-runner.js";
 
 const PTX = "CUDA error: the provided PTX was compiled with an unsupported toolchain";
 const gpuHost: HostFacts = { hasLibrary: () => true, hasDevice: () => true };
@@ -165,14 +161,9 @@ t.test("the smoke test itself decodes and samples on a working backend (the CPU 
   t.same(readdirSync(dir), [], "its model file is removed");
 });
 
-const model = { key: "m", display: "m:latest", digest: `sha256:${"0".repeat(64)}`, modelPath: "/nowhere/m", params: {} } as unknown as ResolvedModel;
+const model = fakeModel("m");
 
 function schedulerWithSpecs() {
-  const specs: LoadSpec[] = [];
-  const startRunner = async (spec: LoadSpec): Promise<Runner> => {
-    specs.push(spec);
-    return { info: { contextSize: 1024, ramBytes: 0, vramBytes: 0, gpu: false }, alive: true, pid: 1, stop: async () => undefined } as unknown as Runner;
-  };
-  const scheduler = new Scheduler({ log: silentLogger(), numParallel: 1, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 1, gpu: "auto", startRunner });
-  return { scheduler, specs };
+  const { scheduler, runners } = fakeScheduler({ numParallel: 1, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, gpu: "auto" });
+  return { scheduler, specs: runners.specs };
 }

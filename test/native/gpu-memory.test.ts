@@ -8,16 +8,14 @@ import os from "node:os";
 import path from "node:path";
 import t from "tap";
 import { loadConfig } from "../../src/config.js";
-import { silentLogger } from "../../src/logger.js";
-import type { Runner, RunnerOptions } from "../../src/runner/client.js";
 import { visibleDevicesEnv } from "../../src/runner/client.js";
 import { vramPadding } from "../../src/runner/engine.js";
-import type { LoadSpec, MemoryEstimate } from "../../src/runner/protocol.js";
+import type { MemoryEstimate } from "../../src/runner/protocol.js";
 import { shortfall, vramRoom } from "../../src/scheduler/memory.js";
 import { readPolicyFile, type PolicyTable } from "../../src/scheduler/policy.js";
-import { allLayersOnGpu, Scheduler } from "../../src/scheduler/scheduler.js";
+import { allLayersOnGpu } from "../../src/scheduler/scheduler.js";
 import { nameKey, parseModelName } from "../../src/store/names.js";
-import type { ResolvedModel } from "../../src/store/store.js";
+import { fakeModel, fakeScheduler } from "../helpers/fake-runner.js";
 
 const GiB = 1024 ** 3;
 const dir = mkdtempSync(path.join(os.tmpdir(), "lmd-gpu-memory-"));
@@ -51,15 +49,12 @@ t.test("the VRAM room is the free VRAM less the reserve on each GPU the runner s
 });
 
 t.test("a load refused by the reserve, admitted without it (the scheduler's check)", async (t) => {
-  const model = { key: "m", display: "m:latest", digest: `sha256:${"0".repeat(64)}`, modelPath: "/nowhere/m", params: {} } as unknown as ResolvedModel;
+  const model = fakeModel("m");
   const start = (overhead: number) => {
     const estimate: MemoryEstimate = { ramBytes: 1, vramBytes: 7 * GiB, vramFreeBytes: 10 * GiB, gpuDevices: 1, gpuLayers: 33 };
-    const startRunner = async (_spec: LoadSpec, _m: ResolvedModel, hooks?: Pick<RunnerOptions, "admit" | "signal">): Promise<Runner> => {
-      await hooks?.admit?.(estimate);
-      return { info: { contextSize: 1024, ramBytes: 1, vramBytes: 7 * GiB, gpu: "cuda" }, alive: true, pid: 1, stop: async () => undefined } as unknown as Runner;
-    };
-    const s = new Scheduler({ log: silentLogger(), numParallel: 1, maxLoaded: 1, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 1, gpu: "auto", gpuOverheadBytes: overhead, startRunner });
-    return s.acquire(model);
+    const info = { ramBytes: 1, vramBytes: 7 * GiB, gpu: "cuda" };
+    const { scheduler } = fakeScheduler({ maxQueue: 1, gpu: "auto", gpuOverheadBytes: overhead }, () => ({ estimate, info }));
+    return scheduler.acquire(model);
   };
   (await start(2 * GiB)).release();
   await t.rejects(start(4 * GiB), { message: "failed to load model 'm:latest': not enough memory to load the model (needs 7.0 GiB of VRAM, 6.0 GiB available)" });
@@ -74,14 +69,10 @@ t.test("the policy file's gpus: read, checked, and carried into the load spec", 
   await t.rejects(policy("models:\n  a:\n    gpus: 1\n"), { message: /\/models\/a\/gpus must be array$/ });
   await t.rejects(policy("models:\n  a:\n    gpus: [1, 1]\n"), { message: /\/models\/a\/gpus must NOT have duplicate items/ });
 
-  const specs: LoadSpec[] = [];
   let table = p;
-  const startRunner = async (spec: LoadSpec): Promise<Runner> => {
-    specs.push(spec);
-    return { info: { contextSize: 1024, ramBytes: 0, vramBytes: 0, gpu: false }, alive: true, pid: 1, stop: async () => undefined } as unknown as Runner;
-  };
-  const s = new Scheduler({ log: silentLogger(), numParallel: 1, maxLoaded: 3, maxQueue: 1, defaultKeepAliveMs: -1, defaultContextLength: 1024, threads: 1, gpu: "auto", gpuOverheadBytes: GiB, startRunner, policy: () => table });
-  const model = (name: string) => ({ key: nameKey(parseModelName(name)), display: `${name}:latest`, digest: `sha256:${"0".repeat(64)}`, modelPath: `/nowhere/${name}`, params: {} }) as unknown as ResolvedModel;
+  const { scheduler: s, runners } = fakeScheduler({ maxLoaded: 3, maxQueue: 1, gpu: "auto", gpuOverheadBytes: GiB, policy: () => table });
+  const specs = runners.specs;
+  const model = (name: string) => ({ ...fakeModel(nameKey(parseModelName(name))), display: `${name}:latest` });
   for (const name of ["a", "b", "c"]) (await s.acquire(model(name))).release();
   t.match(specs[0], { gpus: [1], gpu: "auto", gpuOverheadBytes: GiB }, "a: GPU 1, the reserve");
   t.match(specs[1], { gpus: [], gpu: false }, "b: no GPU, so no backend is probed");
