@@ -103,13 +103,18 @@ export async function forkDaemon(t: Test, env: Record<string, string>, options: 
   return { ...lmd, url };
 }
 
-/** The pid of a process's first child (the runner of a forked daemon), waiting up to ~30 s for it. */
+/**
+ * The pid of a process's first child (the runner of a forked daemon) once it runs its own program,
+ * waiting up to ~30 s for it. Until its exec a forked child is a copy of its parent, and the parent
+ * waits inside spawn for that exec: a child stopped (SIGSTOP) before it would freeze the daemon too.
+ */
 export async function runnerPidOf(parent: number): Promise<number | undefined> {
+  const parentCommand = await readFile(`/proc/${parent}/cmdline`, "utf8").catch(() => "");
   for (let i = 0; i < 300; i++) {
     const children = await readFile(`/proc/${parent}/task/${parent}/children`, "utf8").catch(() => "");
     const pid = children.trim().split(/\s+/).filter(Boolean).map(Number)[0];
-    if (pid) return pid;
-    await new Promise((r) => setTimeout(r, 100));
+    if (pid && (await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => parentCommand)) !== parentCommand) return pid;
+    await new Promise((r) => setTimeout(r, pid ? 10 : 100)); // forked, not yet exec'd: look again soon
   }
   return undefined;
 }
