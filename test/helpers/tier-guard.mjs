@@ -65,6 +65,19 @@ function distStaleness() {
   return staleness || undefined;
 }
 
+/**
+ * Throws `why`. The error may end as a failed model load whose words only a log sees, or in a test
+ * that expects a failure: so it is also said on stderr, once, and the test file fails whatever
+ * its assertions say.
+ */
+let refused = false;
+function refuse(why) {
+  if (!refused) console.error(`\n${path.basename(file)}: ${why}\n`);
+  refused = true;
+  process.exitCode = 1;
+  throw new Error(why);
+}
+
 function guardDist() {
   const built = [path.join(ROOT, "dist/src/"), path.join(ROOT, "dist/native/")];
   const runsDist = (args) =>
@@ -73,7 +86,7 @@ function guardDist() {
     replaceStarter(name, (original) =>
       function (...args) {
         const stale = runsDist(args) ? distStaleness() : undefined;
-        if (stale) throw new Error(stale);
+        if (stale) refuse(stale);
         return original.apply(this, args);
       });
   }

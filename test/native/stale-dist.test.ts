@@ -3,7 +3,7 @@
  * scripts/src-stamp.mjs). Run on a small copy of the layout (src/, dist/, the stamp script, the
  * guard), so that this repository's own build is never touched.
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { appendFileSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -33,22 +33,32 @@ await attempt("execFile (promisified)", async () => (await promisify(execFile)(p
 await attempt("outside dist", () => execFileSync(process.execPath, ["-e", "console.log('not the build')"]));
 console.log(JSON.stringify(said));
 `);
-const run = (): string[] => JSON.parse(execFileSync(process.execPath, [`--import=${path.join(root, "test/helpers/tier-guard.mjs")}`, probe], { encoding: "utf8" })) as string[];
+/** What the probe's starts said; a refusal is also said once on stderr and fails the probe (exit 1). */
+let last: { status: number | null; stderr: string } = { status: null, stderr: "" };
+const run = (): string[] => {
+  const out = spawnSync(process.execPath, [`--import=${path.join(root, "test/helpers/tier-guard.mjs")}`, probe], { encoding: "utf8" });
+  last = { status: out.status, stderr: out.stderr };
+  return JSON.parse(out.stdout) as string[];
+};
 const stamp = () => execFileSync(process.execPath, [path.join(root, "scripts/src-stamp.mjs")]);
 const refused = (said: string) => ["fork", "spawnSync", "execFileSync", "execFile (promisified)"].map((name) => `${name}: ${said}`);
 
 t.test("never stamped (built with tsc alone, or not at all): refused", async (t) => {
   t.same(run(), [...refused("dist/ is not built (or not by npm run build): run npm run build"), "outside dist: not the build"]);
+  t.equal(last.status, 1, "the test file fails, whatever it made of the errors");
+  t.equal(last.stderr, "\nprobe.mjs: dist/ is not built (or not by npm run build): run npm run build\n\n", "said once on stderr");
 });
 
 t.test("stamped from the sources there are now: runs", async (t) => {
   stamp();
   t.same(run(), ["fork: exit 0", "spawnSync: the build ran", "execFileSync: the build ran", "execFile (promisified): the build ran", "outside dist: not the build"]);
+  t.same(last, { status: 0, stderr: "" }, "nothing refused");
 });
 
 t.test("a source changed after the build: refused until the next build", async (t) => {
   appendFileSync(path.join(root, "src/runner/child.ts"), "export const y = 2;\n");
   t.same(run(), [...refused("dist/ is older than src/: run npm run build"), "outside dist: not the build"]);
+  t.equal(last.status, 1);
   stamp();
   t.same(run()[1], "spawnSync: the build ran", "built again");
 });
