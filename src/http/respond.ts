@@ -2,7 +2,7 @@
  * Writing responses: whole JSON/text bodies, NDJSON and SSE streams, and the client-gone signal.
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import type { OutputFlow } from "../runner/client.js";
+import type { OutputFlow } from "../chat/types.js";
 
 const JSON_TYPE = "application/json; charset=utf-8";
 const NDJSON_TYPE = "application/x-ndjson";

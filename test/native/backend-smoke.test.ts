@@ -18,7 +18,7 @@ import { silentLogger } from "../../src/logger.js";
 import { Scheduler } from "../../src/scheduler/scheduler.js";
 import { smokeTest } from "../../src/runner/smoke.js";
 import type { Runner } from "../../src/runner/client.js";
-import type { LoadSpec } from "../../src/runner/protocol.js";
+import type { LoadSpec } from "../../src/runner/types.js";
 import type { ResolvedModel } from "../../src/store/store.js";
 import type { ProbeResult } from "../../src/runner/probe.js";
 import type { GpuMode } from "../../src/config.js";

@@ -1,10 +1,10 @@
 /**
  * Turns Ollama's model options (the model's PARAMETER defaults, overridden by the request's
- * `options`) into what a runner job needs. Shared by generate and chat.
+ * `options`) into what a runner job needs. Shared by every completion.
  */
 import type { Logger } from "pino";
 import type { ModelOptions } from "../api/types.js";
-import type { SamplingSpec } from "../runner/protocol.js";
+import type { SamplingSpec } from "../runner/types.js";
 import { optionsSchema } from "../api/schemas.js";
 
 /** Ollama's defaults, so clients see the behaviour they know. */
@@ -29,6 +29,7 @@ export interface ResolvedOptions {
   maxTokens: number | undefined;
   fillContext: boolean;
   stop: string[];
+  /** The context length the load asks for (target.ts; the runner caps it at the model's trained context). */
   numCtx: number | undefined;
   numGpu: number | undefined;
   /** Load settings, as Ollama's runner options: CPU threads (0: chosen by lmd), prompt batch size, memory-mapped weights. */
