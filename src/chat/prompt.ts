@@ -40,7 +40,7 @@ export function runtimeOf(lease: Lease, signal?: AbortSignal): PromptRuntime {
   return { contextSize: lease.runner.info.contextSize, tokenize: (text) => lease.runner.tokenize(text, signal), info: lease.runner.info };
 }
 
-/** Thrown by `noRunner`'s tokenize: this prompt needs the model's tokenizer to be cut to fit. */
+/** Thrown without a runner (`noRunner`): this prompt needs the model's tokenizer to be cut to fit, or its GGUF template. */
 export class NeedsRunner extends Error {}
 
 /**
@@ -84,7 +84,10 @@ export async function chatPrompt(target: Target, call: ChatCall, rt: PromptRunti
   const turns = conversation(target.model, call.turns);
   const tools = call.toolChoice === "none" ? undefined : call.tools;
   const t = goTemplateIn(target.model);
-  if (!t) return { kind: "gguf", turns, tools, think: ggufThink(target.name, call.think, rt) };
+  if (!t) {
+    if (!rt.info) throw new NeedsRunner(); // the GGUF template is the runner's
+    return { kind: "gguf", turns, tools, think: ggufThink(target.name, call.think, rt) };
+  }
   return renderTemplate(rt, t, { name: target.name, turns, tools, think: call.think, truncate: call.truncate, harmony: usesHarmony(target.model) });
 }
 
@@ -116,11 +119,4 @@ export async function renderTemplate(rt: PromptRuntime, t: Template, call: Templ
   // The tokens the dropped messages took: the whole history's prompt less the one kept (reported as truncated_tokens).
   const droppedTokens = dropped > 0 ? Math.max(0, (await rt.tokenize((await templatePrompt(t, { ...input, truncate: false })).prompt)).length - (await rt.tokenize(prompt)).length) : 0;
   return { kind: "template", template: t, text: prompt, think, tools, droppedTokens, harmony, call };
-}
-
-/** The checks a chat's prompt makes before anything is rendered (`num_predict: 0` answers after them). */
-export function checkChat(target: Target, call: ChatCall, rt: PromptRuntime): void {
-  const t = goTemplateIn(target.model);
-  if (t) effectiveThink(t, target.name, call.think, usesHarmony(target.model));
-  else ggufThink(target.name, call.think, rt);
 }

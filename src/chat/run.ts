@@ -6,10 +6,9 @@
  */
 import type { CompletionSink } from "../runner/handle.js";
 import type { GenerateStats, GrammarSpec } from "../runner/types.js";
-import { chatPrompt, checkChat, NeedsRunner, noRunner, runtimeOf, type ChatCall } from "./prompt.js";
+import { chatPrompt, NeedsRunner, noRunner, runtimeOf, type ChatCall } from "./prompt.js";
 import type { Services } from "./services.js";
 import { requireCompletion, withLease, type Target } from "./target.js";
-import { goTemplateIn } from "./template.js";
 import { runTemplateChat } from "./template-run.js";
 
 export type { ChatCall } from "./prompt.js";
@@ -41,11 +40,8 @@ export async function runChat(services: Services, target: Target, call: ChatCall
   call = withTruncate(services, call);
   return withLease(services, sink.signal, target, async (lease) => {
     const rt = runtimeOf(lease, sink.signal);
-    if (opts.maxTokens === 0) {
-      checkChat(target, call, rt); // the 400s come first, as in a real run
-      return { loadNs: lease.loadNs, stats: emptyStats("length") };
-    }
-    const prompt = await chatPrompt(target, call, rt);
+    const prompt = await chatPrompt(target, call, rt); // its 400s come first, whatever num_predict says
+    if (opts.maxTokens === 0) return { loadNs: lease.loadNs, stats: emptyStats("length") };
     if (prompt.kind === "template") {
       const stats = await runTemplateChat(lease, rt, { prompt, opts, grammar: call.grammar, toolChoice: call.toolChoice, logprobs: call.logprobs }, sink);
       return { loadNs: lease.loadNs, stats };
@@ -63,13 +59,11 @@ export async function runChat(services: Services, target: Target, call: ChatCall
 export async function renderChat(services: Services, signal: AbortSignal, target: Target, call: ChatCall): Promise<string> {
   await requireCompletion(services, target, "chat", offersTools(call));
   call = withTruncate(services, call);
-  if (goTemplateIn(target.model)) {
-    const quick = await chatPrompt(target, call, noRunner(target.numCtx)).catch((err: unknown) => {
-      if (err instanceof NeedsRunner) return undefined;
-      throw err;
-    });
-    if (quick?.kind === "template") return quick.text;
-  }
+  const quick = await chatPrompt(target, call, noRunner(target.numCtx)).catch((err: unknown) => {
+    if (err instanceof NeedsRunner) return undefined;
+    throw err;
+  });
+  if (quick?.kind === "template") return quick.text;
   return withLease(services, signal, target, async (lease) => {
     const prompt = await chatPrompt(target, call, runtimeOf(lease, signal));
     if (prompt.kind === "template") return prompt.text;

@@ -48,9 +48,10 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
   if (messages.some((m) => m.images?.length)) throw new BadRequestError(`model '${body.model}' does not support images`);
   const turns = messages.map(toTurn);
   const tools = toToolSpecs(body.tools);
-  const think = body.think;
+  // The same call for the render and the run: `_debug_render_only` shows the prompt the run evaluates.
+  const call = { turns, tools, grammar, think: body.think, truncate: body.truncate };
   if (body._debug_render_only) {
-    const rendered = await renderChat(services, ctx.signal, target, { turns, tools, grammar, think });
+    const rendered = await renderChat(services, ctx.signal, target, call);
     return sendJson(ctx.res, 200, { ...stamp(), _debug_info: { rendered_template: rendered } } satisfies DebugRenderAnswer);
   }
 
@@ -69,7 +70,7 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
     streamed += parsed.length;
   };
   const allLogprobs: TokenLogprob[] = [];
-  const { stats, loadNs } = await runChat(services, target, { turns, tools, grammar, think, logprobs, truncate: body.truncate }, {
+  const { stats, loadNs } = await runChat(services, target, { ...call, logprobs }, {
     signal: ctx.signal,
     flow: outputFlow(ctx.res),
     onText: (text, lps) => {
