@@ -1,5 +1,5 @@
 /**
- * `POST /api/chat` (CONTRACT §4): parse → validate → schedule → respond.
+ * `POST /api/chat`: parse → validate → schedule → respond.
  *
  * The messages are rendered with the model's Go template when it has one (Modelfile TEMPLATE, as
  * Ollama does), else with the GGUF's own chat template (in the runner); `tools` let the

@@ -1,5 +1,5 @@
 /**
- * `POST /api/generate` (seed: "Endpoints"; CONTRACT §4): parse → validate → schedule → respond.
+ * `POST /api/generate`: parse → validate → schedule → respond.
  *
  * Streams NDJSON by default and answers one object with `stream:false`. `prompt:""` is the load
  * form, and with `keep_alive:0` the unload form. Loading happens before the first byte, so a load

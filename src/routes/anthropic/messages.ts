@@ -1,6 +1,6 @@
 /**
  * Anthropic's Messages API: `POST /v1/messages` and `POST /v1/messages/count_tokens`, adapters over
- * the chat service of `/api/chat` (DESIGN §1), so coding agents written for Anthropic's API can
+ * the chat service of `/api/chat`, so coding agents written for Anthropic's API can
  * point at lmd. Streams Anthropic's named SSE events (stream.ts); otherwise one `message` object.
  *
  * Errors keep the contract's `{"error": "<message>"}` body with the real status: the official SDKs
