@@ -29,8 +29,6 @@ export interface ResolvedOptions {
   maxTokens: number | undefined;
   fillContext: boolean;
   stop: string[];
-  /** The context length the load asks for (target.ts; the runner caps it at the model's trained context). */
-  numCtx: number | undefined;
   numGpu: number | undefined;
   /** Load settings, as Ollama's runner options: CPU threads (0: chosen by lmd), prompt batch size, memory-mapped weights. */
   numThread: number | undefined;
@@ -69,7 +67,6 @@ export function resolveOptions(modelParams: Record<string, unknown>, request: Mo
     maxTokens: numPredict >= 0 ? numPredict : undefined,
     fillContext: numPredict === -2,
     stop: stop.filter((s) => s !== ""),
-    numCtx: typeof o.num_ctx === "number" ? o.num_ctx : undefined,
     numGpu: typeof o.num_gpu === "number" ? o.num_gpu : undefined,
     numThread: typeof o.num_thread === "number" && o.num_thread > 0 ? o.num_thread : undefined,
     numBatch: typeof o.num_batch === "number" ? o.num_batch : undefined,

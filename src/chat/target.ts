@@ -25,6 +25,8 @@ export interface Target {
   opts: ResolvedOptions;
   /** The context length the model runs with for this request (scheduler/context-length.ts). */
   numCtx: number;
+  /** The context length the load asks for: `numCtx` before the trained cap, which the runner applies (and the scheduler logs). */
+  loadCtx: number;
   keepAliveMs: number | undefined;
   /** The draft model's file when the model names one (Modelfile DRAFT): speculative decoding. */
   draftPath?: string | undefined;
@@ -43,9 +45,8 @@ export async function resolveTarget(services: Services, name: string, options: M
   const resolved = resolveOptions({ ...model.params, ...policy?.options }, options, log);
   const sources = { request: options?.num_ctx, policy, params: model.params, fallback: services.config.contextLength };
   const numCtx = contextLength(sources, await trainedContext(services, model));
-  // The load asks for the context as requested: the runner caps it (and the scheduler logs that once).
-  const opts = capPredict({ ...resolved, numCtx: contextLength(sources) }, services.config.maxPredict, numCtx);
-  return { name, model, opts, numCtx, keepAliveMs, draftPath: await draftPathOf(services, model) };
+  const opts = capPredict(resolved, services.config.maxPredict, numCtx);
+  return { name, model, opts, numCtx, loadCtx: contextLength(sources), keepAliveMs, draftPath: await draftPathOf(services, model) };
 }
 
 /** The context the model was trained for, from its GGUF header; undefined when the header cannot be read (the load then says why). */
@@ -102,7 +103,7 @@ export async function withLease<T>(services: Services, signal: AbortSignal, targ
   const { opts } = target;
   const draft = target.draftPath ? { ...(opts.draftPMin !== undefined ? { minConfidence: opts.draftPMin } : {}), ...(opts.draftNumPredict !== undefined ? { maxTokens: opts.draftNumPredict } : {}) } : {};
   const speculation = { draftPath: target.draftPath, lookup: opts.promptLookup, ...draft };
-  const lease = await services.scheduler.acquire(target.model, { keepAliveMs: target.keepAliveMs, numCtx: opts.numCtx, numGpu: opts.numGpu, numThread: opts.numThread, numBatch: opts.numBatch, useMmap: opts.useMmap, speculation, signal });
+  const lease = await services.scheduler.acquire(target.model, { keepAliveMs: target.keepAliveMs, numCtx: target.loadCtx, numGpu: opts.numGpu, numThread: opts.numThread, numBatch: opts.numBatch, useMmap: opts.useMmap, speculation, signal });
   try {
     return await run(lease);
   } finally {
