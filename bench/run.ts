@@ -39,7 +39,7 @@ import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { makeModel, type PresetName } from "../src/gguf/make-model.js";
-import { runnerEnv } from "../src/runner/client.js";
+import { runnerEnv } from "../src/runner/spawn.js";
 import { installGguf } from "../src/store/install.js";
 import { ModelStore } from "../src/store/store.js";
 import type { DecodeResult, DirectRequest } from "./direct.js";

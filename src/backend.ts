@@ -25,8 +25,8 @@ import os from "node:os";
 import path from "node:path";
 import type { Logger } from "pino";
 import type { GpuMode } from "./config.js";
-import type { RunnerGpu } from "./runner/protocol.js";
-import { childEntry, runnerEnv } from "./runner/client.js";
+import type { RunnerGpu } from "./runner/types.js";
+import { childEntry, runnerEnv } from "./runner/spawn.js";
 import type { ProbeResult } from "./runner/probe.js";
 import { formatBytes } from "./units.js";
 

@@ -8,7 +8,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { RequestInfo } from "./http/server.js";
 import type { ResolvedModel } from "./store/store.js";
-import type { JobStats } from "./runner/client.js";
+import type { JobStats } from "./runner/handle.js";
 
 /**
  * How often the event-loop delay histogram samples. prom-client's default, 10 ms, is a timer that

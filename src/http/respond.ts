@@ -2,7 +2,7 @@
  * Writing responses: whole JSON/text bodies, NDJSON and SSE streams, and the client-gone signal.
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import type { OutputFlow } from "../runner/client.js";
+import type { OutputFlow } from "../chat/types.js";
 
 const JSON_TYPE = "application/json; charset=utf-8";
 const NDJSON_TYPE = "application/x-ndjson";
@@ -34,7 +34,7 @@ function send(res: ServerResponse, status: number, text: string, headers: Outgoi
 
 /**
  * An abort signal for "the client went away": the response closed before it finished. (A request's
- * own 'close' fires as soon as its body is read, so it cannot tell.) See DESIGN.md §4.
+ * own 'close' fires as soon as its body is read, so it cannot tell.)
  */
 export function clientGone(req: IncomingMessage, res: ServerResponse): AbortSignal {
   const ac = new AbortController();
@@ -47,7 +47,7 @@ export function clientGone(req: IncomingMessage, res: ServerResponse): AbortSign
 }
 
 /**
- * The response's backpressure, for the runner (issue 13 item 8): blocked while a write found the
+ * The response's backpressure, for the runner: blocked while a write found the
  * socket's buffer full and 'drain' has not come yet. A generation streaming into `res` pauses meanwhile.
  */
 export function outputFlow(res: ServerResponse): OutputFlow {
@@ -60,7 +60,7 @@ export function outputFlow(res: ServerResponse): OutputFlow {
 }
 
 /**
- * Bounds on a stream whose client stops reading (issue 13 item 8). The generation pauses while the
+ * Bounds on a stream whose client stops reading. The generation pauses while the
  * socket does not drain ({@link outputFlow}); these bound the rest. `stallMs` is SERVICE_WRITE_TIMEOUT
  * (set once by the app): a client that takes nothing for that long is dropped and its slot freed.
  * `maxBufferedBytes` caps what waits in memory above the kernel's socket buffers: a safety net for

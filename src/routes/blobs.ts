@@ -1,5 +1,5 @@
 /**
- * `HEAD /api/blobs/:digest` and `POST /api/blobs/:digest` (CONTRACT §4): is a blob present, and
+ * `HEAD /api/blobs/:digest` and `POST /api/blobs/:digest`: is a blob present, and
  * upload one. The upload is streamed to a temporary file in the store while hashing, checked
  * against the digest in the path, then renamed into place: 201 created, 200 already present,
  * 400 on a mismatch, 507 when the disk fills or when unreferenced blobs would pass

@@ -1,5 +1,5 @@
 /**
- * `POST /api/chat` (CONTRACT §4): parse → validate → schedule → respond.
+ * `POST /api/chat`: parse → validate → schedule → respond.
  *
  * The messages are rendered with the model's Go template when it has one (Modelfile TEMPLATE, as
  * Ollama does), else with the GGUF's own chat template (in the runner); `tools` let the
@@ -12,15 +12,16 @@ import { chatSchema } from "../api/chat-schemas.js";
 import type { DebugRenderAnswer } from "../api/types.js";
 import { BadRequestError } from "../errors.js";
 import { readJson } from "../http/body.js";
-import { NdjsonStream, sendJson } from "../http/respond.js";
+import { NdjsonStream, outputFlow, sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
-import type { ChatTurn, TokenLogprob, ToolCallSpec, ToolSpec } from "../runner/protocol.js";
+import { renderChat, runChat } from "../chat/run.js";
+import { loadOrUnload, requireCompletion, resolveTarget } from "../chat/target.js";
+import type { ChatTurn, TokenLogprob, ToolCallSpec, ToolSpec } from "../chat/types.js";
 import { isoNow } from "../units.js";
-import { finalStats, loadOrUnload, renderChat, requireCompletion, resolveTarget, runChat } from "./completion.js";
 import { parseFormat, parseKeepAlive } from "./generate.js";
 import { ollamaLogprobs, toOllama } from "./logprobs.js";
-import { toOllamaCalls } from "./prompt.js";
+import { finalStats, toOllamaCalls } from "./ollama-wire.js";
 import type { Services } from "./services.js";
 
 const validate = compileValidator<ChatRequest>(chatSchema);
@@ -41,15 +42,16 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
   if (messages.length === 0) {
     // As Ollama: the unload form works on any model, the load form needs one that can chat.
     if (target.keepAliveMs !== 0) await requireCompletion(services, target, "chat");
-    const reason = await loadOrUnload(services, ctx, target);
+    const reason = await loadOrUnload(services, ctx.signal, target);
     return sendJson(ctx.res, 200, { ...stamp(), message: { role: "assistant", content: "" }, done: true, done_reason: reason } satisfies ChatFinal);
   }
   if (messages.some((m) => m.images?.length)) throw new BadRequestError(`model '${body.model}' does not support images`);
   const turns = messages.map(toTurn);
   const tools = toToolSpecs(body.tools);
-  const think = body.think;
+  // The same call for the render and the run: `_debug_render_only` shows the prompt the run evaluates.
+  const call = { turns, tools, grammar, think: body.think, truncate: body.truncate };
   if (body._debug_render_only) {
-    const rendered = await renderChat(services, ctx, target, { turns, tools, grammar, think });
+    const rendered = await renderChat(services, ctx.signal, target, call);
     return sendJson(ctx.res, 200, { ...stamp(), _debug_info: { rendered_template: rendered } } satisfies DebugRenderAnswer);
   }
 
@@ -59,14 +61,19 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
   let thinking = "";
   const logprobs = ollamaLogprobs(body);
   let streamed = 0; // tool calls already sent (their indexes go on from there)
-  // Go-template models: a call goes out in its own chunk as soon as it is parsed, as Ollama streams it.
-  const onToolCalls = (calls: ToolCallSpec[]) => {
-    chunk({ role: "assistant", content: "", tool_calls: toOllamaCalls(calls, streamed, true) });
-    streamed += calls.length;
+  const calls: ToolCallSpec[] = [];
+  // Streaming: a call goes out in its own chunk as soon as the engine has it (a Go template's as it
+  // is parsed, as Ollama streams it; a GGUF template's when the answer ends), before the final object.
+  const onToolCalls = (parsed: ToolCallSpec[]) => {
+    if (!stream) return void calls.push(...parsed);
+    chunk({ role: "assistant", content: "", tool_calls: toOllamaCalls(parsed, streamed, true) });
+    streamed += parsed.length;
   };
   const allLogprobs: TokenLogprob[] = [];
-  const { result, loadNs } = await runChat(services, ctx, target, { turns, tools, grammar, think, logprobs, truncate: body.truncate }, {
-    onChunk: (text, lps) => {
+  const { stats, loadNs } = await runChat(services, target, { ...call, logprobs }, {
+    signal: ctx.signal,
+    flow: outputFlow(ctx.res),
+    onText: (text, lps) => {
       if (stream) void stream.write({ ...stamp(), message: { role: "assistant", content: text }, done: false, ...(lps ? { logprobs: toOllama(lps) } : {}) });
       else {
         content += text;
@@ -74,13 +81,10 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
       }
     },
     onThinking: (text) => (stream ? chunk({ role: "assistant", content: "", thinking: text }) : (thinking += text)),
-    ...(stream ? { onToolCalls } : {}),
+    onToolCalls,
   });
-  const { stats } = result;
   if (stats.doneReason === "cancelled") return; // the client is gone
-  const toolCalls = toOllamaCalls(result.toolCalls, 0, true);
-  // Streaming: the calls come in a chunk of their own before the final object, as Ollama sends them.
-  if (stream && toolCalls.length > 0) chunk({ role: "assistant", content: "", tool_calls: toolCalls });
+  const toolCalls = toOllamaCalls(calls, 0, true);
   const message: ChatResponseMessage = { role: "assistant", content: stream ? "" : content };
   if (!stream && thinking) message.thinking = thinking;
   if (!stream && toolCalls.length > 0) message.tool_calls = toolCalls;

@@ -1,5 +1,5 @@
 /**
- * `POST /api/create` (CONTRACT §4): a new model from an existing one (`from: "<name>"`), or from
+ * `POST /api/create`: a new model from an existing one (`from: "<name>"`), or from
  * GGUF blobs already uploaded with `POST /api/blobs/:digest` (`files: {name: digest}`, or
  * `from: "sha256:<hex>"`), with `template`, `system`, `parameters`, `messages`, `license` and
  * `adapters`. The daemon never reads a server-side path named by a request: every file is a

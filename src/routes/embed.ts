@@ -9,7 +9,8 @@ import { readJson } from "../http/body.js";
 import { sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
-import { normalize, resolveTarget, runEmbed } from "./completion.js";
+import { normalize, runEmbed } from "../chat/embed.js";
+import { resolveTarget } from "../chat/target.js";
 import { parseKeepAlive } from "./generate.js";
 import type { Services } from "./services.js";
 
@@ -26,7 +27,7 @@ async function embed(ctx: RequestContext, services: Services): Promise<void> {
   const body = validateEmbed(await readJson(ctx.req, services.config.maxBodyBytes));
   const target = await resolveTarget(services, body.model, body.options, parseKeepAlive(body.keep_alive), ctx.log);
   const inputs = body.input === undefined ? [] : typeof body.input === "string" ? [body.input] : body.input;
-  const { result, loadNs } = await runEmbed(services, ctx, target, inputs, body.truncate !== false, body.dimensions);
+  const { result, loadNs } = await runEmbed(services, ctx.signal, target, inputs, body.truncate !== false, body.dimensions);
   sendJson(ctx.res, 200, {
     model: body.model,
     embeddings: result.embeddings.map((v) => normalize(v, body.dimensions)),
@@ -40,6 +41,6 @@ async function embeddings(ctx: RequestContext, services: Services): Promise<void
   const body = validateEmbeddings(await readJson(ctx.req, services.config.maxBodyBytes));
   const target = await resolveTarget(services, body.model, body.options, parseKeepAlive(body.keep_alive), ctx.log);
   const inputs = body.prompt ? [body.prompt] : [];
-  const { result } = await runEmbed(services, ctx, target, inputs, true);
+  const { result } = await runEmbed(services, ctx.signal, target, inputs, true);
   sendJson(ctx.res, 200, { embedding: result.embeddings[0] ?? [] } satisfies EmbeddingsResponse);
 }

@@ -4,7 +4,7 @@
  * same request and seed give the same numbers on every surface.
  */
 import type { Logprob } from "../api/types.js";
-import type { TokenLogprob } from "../runner/protocol.js";
+import type { TokenLogprob } from "../chat/types.js";
 
 /** Ollama's request fields → the runner's setting: alternatives per token, or undefined (off). */
 export function ollamaLogprobs(body: { logprobs?: boolean; top_logprobs?: number }): number | undefined {

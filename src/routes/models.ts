@@ -1,5 +1,5 @@
 /**
- * `GET /api/tags`, `POST /api/show`, `POST /api/copy`, `DELETE /api/delete` (CONTRACT §4):
+ * `GET /api/tags`, `POST /api/show`, `POST /api/copy`, `DELETE /api/delete`:
  * listing, describing, copying and deleting models in the store.
  */
 import type { Capability, CopyRequest, DeleteRequest, ModelListEntry, ShowRequest, ShowResponse } from "../api/model-types.js";

@@ -1,5 +1,5 @@
 /**
- * `GET /api/ps` (CONTRACT §4): the models loaded now, most recently used first, in Ollama's shape.
+ * `GET /api/ps`: the models loaded now, most recently used first, in Ollama's shape.
  *
  * `size` is the memory the loaded model takes (RAM and VRAM, model and context, by node-llama-cpp's
  * accounting), `size_vram` the part of it in VRAM. A model with every layer offloaded shows

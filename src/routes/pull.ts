@@ -1,5 +1,5 @@
 /**
- * `POST /api/pull` (CONTRACT §4): fetch a model from an Ollama-protocol registry into the store.
+ * `POST /api/pull`: fetch a model from an Ollama-protocol registry into the store.
  *
  * Progress NDJSON: `pulling manifest`, `pulling <digest prefix>` with `digest`/`total`/`completed`
  * per layer, `verifying sha256 digest`, `writing manifest`, `success`. With `stream:false` one

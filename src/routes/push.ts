@@ -1,5 +1,5 @@
 /**
- * `POST /api/push` (CONTRACT §4): upload a model from the store to an Ollama-protocol registry.
+ * `POST /api/push`: upload a model from the store to an Ollama-protocol registry.
  * The model must be stored under the name it is pushed to (`<host>/<namespace>/<model>:<tag>`;
  * copy it there first). Progress NDJSON: `retrieving manifest`, `pushing <digest prefix>` with
  * `digest`/`total`/`completed`, `pushing manifest`, `success`; `stream:false` gives one object.

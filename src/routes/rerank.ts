@@ -6,14 +6,12 @@
  * report; llama-server reports the raw logit). A model without a classification head is a 400.
  */
 import { rerankSchema, type RerankRequest, type RerankResponse } from "../api/rerank.js";
-import { BadRequestError } from "../errors.js";
-import { isReranker } from "../gguf/rerank.js";
 import { readJson } from "../http/body.js";
 import { sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
-import { ggufOf } from "../store/model-info.js";
-import { resolveTarget, withLease } from "./completion.js";
+import { runRank } from "../chat/embed.js";
+import { resolveTarget } from "../chat/target.js";
 import { parseKeepAlive } from "./generate.js";
 import type { Services } from "./services.js";
 
@@ -27,12 +25,8 @@ export function rerankRoutes(router: Router, services: Services): void {
 async function rerank(ctx: RequestContext, services: Services): Promise<void> {
   const body = validate(await readJson(ctx.req, services.config.maxBodyBytes));
   const target = await resolveTarget(services, body.model, undefined, parseKeepAlive(body.keep_alive), ctx.log);
-  // Decided from the GGUF header before any load: a chat model is never loaded to be refused. An
-  // unreadable header is left to the load, which reports it as the contract's corrupt-model 500.
-  const gguf = await ggufOf(services.store, target.model.digest).catch(() => undefined);
-  if (gguf && !isReranker(gguf)) throw new BadRequestError(`model '${body.model}' does not support reranking`);
   const documents = body.documents.map((d) => (typeof d === "string" ? d : d.text));
-  const result = await withLease(services, ctx, target, (lease) => lease.runner.rank({ query: body.query, documents }, ctx.signal));
+  const result = await runRank(services, ctx.signal, target, body.query, documents);
   const results = result.scores
     .map((relevance_score, index) => ({ index, relevance_score, ...(body.return_documents ? { document: { text: documents[index] ?? "" } } : {}) }))
     // Stable: equal scores keep their input order.

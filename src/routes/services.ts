@@ -1,13 +1,4 @@
 /**
- * What route handlers are given: the services they call. Built once by `app.ts`.
+ * What route handlers are given: the services the engine works with (chat/services.ts).
  */
-import type { Config } from "../config.js";
-import type { ModelStore } from "../store/store.js";
-import type { Scheduler } from "../scheduler/scheduler.js";
-
-export interface Services {
-  config: Readonly<Config>;
-  store: ModelStore;
-  scheduler: Scheduler;
-  version: string;
-}
+export type { Services } from "../chat/services.js";

@@ -12,7 +12,8 @@ import { readJson } from "../http/body.js";
 import { sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
-import { resolveTarget, withLease } from "./completion.js";
+import { detokenize as detokenizeText, tokenize as tokenizeText } from "../chat/embed.js";
+import { resolveTarget } from "../chat/target.js";
 import { parseKeepAlive } from "./generate.js";
 import type { Services } from "./services.js";
 
@@ -27,7 +28,7 @@ export function tokenizeRoutes(router: Router, services: Services): void {
 async function tokenize(ctx: RequestContext, services: Services): Promise<void> {
   const body = validateTokenize(await readJson(ctx.req, services.config.maxBodyBytes));
   const target = await resolveTarget(services, body.model, body.options, parseKeepAlive(body.keep_alive), ctx.log);
-  const tokens = await withLease(services, ctx, target, (lease) => lease.runner.tokenize(body.content, ctx.signal, body.add_special === true, body.parse_special !== false));
+  const tokens = await tokenizeText(services, ctx.signal, target, body.content, body.add_special === true, body.parse_special !== false);
   if (tokens.length <= SLICE_TOKENS) return sendJson(ctx.res, 200, { tokens: Array.from(tokens) });
   await sendTokens(ctx, tokens);
 }
@@ -69,6 +70,6 @@ function drained(ctx: RequestContext): Promise<void> {
 async function detokenize(ctx: RequestContext, services: Services): Promise<void> {
   const body = validateDetokenize(await readJson(ctx.req, services.config.maxBodyBytes));
   const target = await resolveTarget(services, body.model, body.options, parseKeepAlive(body.keep_alive), ctx.log);
-  const content = await withLease(services, ctx, target, (lease) => lease.runner.detokenize(body.tokens, ctx.signal));
+  const content = await detokenizeText(services, ctx.signal, target, body.tokens);
   sendJson(ctx.res, 200, { content });
 }

@@ -1,113 +1,29 @@
 /**
- * Parent side of a runner: forks the child, loads the model, runs jobs, and turns every way a
- * child can fail (load error, timeout, crash, signal) into the contract's typed errors.
+ * Parent side of a runner: runs jobs on a loaded child over IPC (spawn.ts starts it), and turns every
+ * way a child can fail (load error, timeout, crash, signal) into the contract's typed errors.
  */
-import { fork, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { createInterface } from "node:readline";
-import type { Logger } from "pino";
-import { BadRequestError, ModelLoadError, ModelRunError } from "../errors.js";
-import { GgufError, validateGguf } from "../gguf/gguf.js";
-import { formatBytes } from "../units.js";
+import type { ChildProcess } from "node:child_process";
+import { BadRequestError, ModelRunError } from "../errors.js";
 import { RenderBudget, seconds } from "./render-budget.js";
 import { TokenParts } from "./token-parts.js";
 import { jobLimitError } from "./limits.js";
-import type { RunnerHandle } from "./handle.js";
-import type { ChatJob, ChatResult, EmbedJob, EmbedResult, FromRunner, GenerateJob, GenerateStats, LoadSpec, MemoryEstimate, RankJob, RankResult, RenderJob, RunnerFailureKind, RunnerInfo, TokenLogprob, ToRunner } from "./protocol.js";
+import type { CompletionRequest, CompletionSink, JobStats, RunnerHandle } from "./handle.js";
+import type { FromRunner, RunnerFailureKind, ToRunner } from "./protocol.js";
+import { spawnRunner, type RunnerOptions } from "./spawn.js";
+import type { ChatResult, EmbedJob, EmbedResult, GenerateStats, LoadSpec, RankJob, RankResult, RenderJob, RunnerInfo } from "./types.js";
 
-/** What metrics learn about each finished job. */
-export type JobStats = Pick<GenerateStats, "promptEvalCount" | "promptEvalNs" | "evalCount" | "evalNs" | "truncatedTokens">;
-
-/** Path of the compiled child entry. Under a TypeScript loader (tests) the compiled file in dist/ is used. */
-export function childEntry(): string {
-  const here = fileURLToPath(import.meta.url);
-  if (here.endsWith(".js")) return here.replace(/client\.js$/, "child/entry.js");
-  const compiled = fileURLToPath(new URL("../../dist/src/runner/child/entry.js", import.meta.url));
-  if (!existsSync(compiled)) throw new Error(`runner entry ${compiled} is missing: run 'npm run build' first`);
-  return compiled;
-}
-
-/**
- * The library that gives a runner's contexts one persistent ggml threadpool instead of a thread
- * per decode (src/native/threadpool.c, built by scripts/build-native next to dist/src), or
- * undefined when no C compiler built it.
- */
-export function threadpoolLibrary(): string | undefined {
-  const file = path.join(path.dirname(childEntry()), "../../../native/lmd-threadpool.so");
-  return existsSync(file) ? file : undefined;
-}
-
-/**
- * A runner's environment: one libuv thread, the threadpool library preloaded when there is one,
- * and, when the policy file places the model (`gpus`), only those GPUs visible.
- */
-export function runnerEnv(gpus?: readonly number[], base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
-  const library = threadpoolLibrary();
-  // UV_THREADPOOL_SIZE=1 pins llama.cpp's decode calls to one libuv thread, which doubles decode
-  // speed on small machines (../shared/notes/engine-speed.md). It must be set before Node starts.
-  const env: NodeJS.ProcessEnv = { ...base, UV_THREADPOOL_SIZE: "1" };
-  if (library) env.LD_PRELOAD = [base.LD_PRELOAD, library].filter(Boolean).join(" ");
-  if (gpus !== undefined) Object.assign(env, visibleDevicesEnv(gpus));
-  return env;
-}
-
-/**
- * The variables that restrict the GPUs a process sees, one per backend: the CUDA runtime reads
- * CUDA_VISIBLE_DEVICES, llama.cpp's Vulkan backend GGML_VK_VISIBLE_DEVICES (both before they
- * enumerate devices, so they must be in the environment the child starts with). An empty list
- * hides every GPU. CUDA numbers its devices fastest first unless told to use the PCI bus order,
- * which is nvidia-smi's (and the one an operator reads the indices from).
- */
-export function visibleDevicesEnv(gpus: readonly number[]): Record<string, string> {
-  const list = gpus.join(",");
-  return { CUDA_DEVICE_ORDER: "PCI_BUS_ID", CUDA_VISIBLE_DEVICES: list, GGML_VK_VISIBLE_DEVICES: list };
-}
-
-export interface RunnerOptions {
-  /** Model name for messages (`failed to load model '<name>'`). */
-  name: string;
-  log: Logger;
-  /** A load that reports no progress for this long is abandoned and the child killed. */
-  loadTimeoutMs: number;
-  /** A job whose prompt the model's chat template has not rendered after this long kills the child (SERVICE_RENDER_TIMEOUT); undefined = no budget. */
-  renderTimeoutMs?: number | undefined;
-  /**
-   * Decides on the child's memory estimate before anything is loaded: resolves to let the load go
-   * ahead (after making room), rejects (a {@link ModelLoadError}) to refuse it. Absent = admit.
-   */
-  admit?: ((estimate: MemoryEstimate) => Promise<void>) | undefined;
-  /** Aborting it while the model loads kills the child and rejects with `load cancelled`. */
-  signal?: AbortSignal | undefined;
-}
-
-/** Receives generated text as it comes, with its tokens' logprobs when the job asked for them. */
-export type OnChunk = (text: string, logprobs?: TokenLogprob[]) => void;
-
-/**
- * Backpressure of whoever takes a job's output (issue 13 item 8): a streaming response whose
- * socket does not drain. Checked after each chunk is handed on; while `blocked`, the runner
- * computes no further token of that job (runner/flow.ts).
- */
-export interface OutputFlow {
-  /** True while the consumer can take no more (its socket's buffer is full). */
-  readonly blocked: boolean;
-  /** Calls `then` once, when the consumer can take more again or is gone. */
-  whenReady(then: () => void): void;
-}
+export type { RunnerOptions } from "./spawn.js";
 
 interface PendingJob {
-  onChunk: OnChunk;
-  onThinking?: ((text: string) => void) | undefined;
-  flow?: OutputFlow | undefined;
+  /** A completion's output and backpressure; undefined for the other jobs. */
+  sink?: CompletionSink | undefined;
   /** A `pause` was sent and its `resume` not yet. */
   paused?: boolean;
   /** The child renders this job's prompt with the model's chat template: timed from its `render-start`. */
   renders?: boolean;
   /** The `tokens` parts received so far. */
   parts?: TokenParts;
-  /** Receives the job's result: GenerateStats, ChatResult or EmbedResult by job type. */
+  /** Receives the job's result: GenerateStats, EmbedResult, RankResult, text or tokens by job type. */
   resolve: (result: unknown) => void;
   reject: (err: Error) => void;
 }
@@ -152,69 +68,52 @@ export class Runner implements RunnerHandle {
 
   /** Forks a child and loads the model; rejects with {@link ModelLoadError} on any failure. */
   static async start(spec: LoadSpec, options: RunnerOptions): Promise<Runner> {
-    await checkModelFile(spec.path, options.name); // a malformed file never reaches llama.cpp
-    // Cancelled while the file was checked: the abort listener below would never hear of it (an
-    // aborted signal fires no more events) and the model would load for nobody.
-    if (options.signal?.aborted) throw new ModelLoadError(options.name, "load cancelled");
-    const child = fork(childEntry(), [], {
-      env: runnerEnv(spec.gpus),
-      execArgv: [],
-      stdio: ["ignore", "pipe", "pipe", "ipc"],
-      serialization: "json",
-      // A process group of its own: Ctrl+C in a terminal or a group-wide signal reaches the daemon,
-      // which then stops its runners in order, instead of killing them mid-generation.
-      detached: true,
-    });
-    forwardOutput(child, options.log);
-    const info = await waitForLoad(child, spec, options);
+    const { child, info } = await spawnRunner(spec, options);
     return new Runner(child, info, options);
   }
 
   /**
-   * Runs one generation; `onChunk` receives text as it is produced. Aborting `signal` cancels it;
-   * while `flow` is blocked the generation pauses.
+   * Runs one completion: its output goes to the sink as it is produced (a chat job's tool calls
+   * when it ends); aborting the sink's signal cancels it; while its flow is blocked it pauses.
    */
-  generate(job: GenerateJob, onChunk: OnChunk, signal?: AbortSignal, flow?: OutputFlow): Promise<GenerateStats> {
-    return this.run<GenerateStats>((id) => ({ type: "generate", id, job }), { onChunk, flow }, signal, job.prompt.kind === "chat");
-  }
-
-  /** Runs one chat job; content and thought text arrive through the callbacks as they are produced. */
-  chat(job: ChatJob, on: { onChunk: OnChunk; onThinking?: (text: string) => void }, signal?: AbortSignal, flow?: OutputFlow): Promise<ChatResult> {
-    return this.run<ChatResult>((id) => ({ type: "chat", id, job }), { ...on, flow }, signal, true);
+  complete(request: CompletionRequest, sink: CompletionSink): Promise<GenerateStats> {
+    const renders = request.kind === "chat" || request.job.prompt.kind === "chat";
+    const message = (id: number): ToRunner => (request.kind === "chat" ? { type: "chat", id, job: request.job } : { type: "generate", id, job: request.job });
+    return this.run<GenerateStats>(message, sink.signal, sink, renders);
   }
 
   /** Computes one raw embedding vector per input. */
   embed(job: EmbedJob, signal?: AbortSignal): Promise<EmbedResult> {
-    return this.run<EmbedResult>((id) => ({ type: "embed", id, job }), { onChunk: () => undefined }, signal);
+    return this.run<EmbedResult>((id) => ({ type: "embed", id, job }), signal);
   }
 
   /** The prompt the model's own chat template makes of these turns and tools (nothing generated). */
   render(job: RenderJob, signal?: AbortSignal): Promise<string> {
-    return this.run<string>((id) => ({ type: "render", id, job }), { onChunk: () => undefined }, signal, true);
+    return this.run<string>((id) => ({ type: "render", id, job }), signal, undefined, true);
   }
 
   /** Tokens of `text` with special tokens parsed; BOS/EOS as the vocabulary asks only with `addSpecial`. */
   tokenize(text: string, signal?: AbortSignal, addSpecial = false, parseSpecial = true): Promise<Uint32Array> {
     // The client already left (a truncation search goes on rendering): nothing for the runner to do.
     if (signal?.aborted) return Promise.reject(new ModelRunError("the request was cancelled"));
-    return this.run<Uint32Array>((id) => ({ type: "tokenize", id, text, ...(addSpecial ? { addSpecial } : {}), ...(parseSpecial ? {} : { parseSpecial }) }), { onChunk: () => undefined }, signal);
+    return this.run<Uint32Array>((id) => ({ type: "tokenize", id, text, ...(addSpecial ? { addSpecial } : {}), ...(parseSpecial ? {} : { parseSpecial }) }), signal);
   }
 
   /** The text of `tokens`, special tokens included (a token the vocabulary lacks fails as `invalid`). */
   detokenize(tokens: number[], signal?: AbortSignal): Promise<string> {
-    return this.run<string>((id) => ({ type: "detokenize", id, tokens }), { onChunk: () => undefined }, signal);
+    return this.run<string>((id) => ({ type: "detokenize", id, tokens }), signal);
   }
 
   /** Scores each document's relevance to the query (a reranker model). */
   rank(job: RankJob, signal?: AbortSignal): Promise<RankResult> {
-    return this.run<RankResult>((id) => ({ type: "rank", id, job }), { onChunk: () => undefined }, signal);
+    return this.run<RankResult>((id) => ({ type: "rank", id, job }), signal);
   }
 
   /**
    * Sends a job and settles with its result; aborting `signal` cancels it in the child. `renders`:
    * the child renders the job's prompt with the model's chat template, under the render budget.
    */
-  private run<T>(message: (id: number) => ToRunner, on: Pick<PendingJob, "onChunk" | "onThinking" | "flow">, signal: AbortSignal | undefined, renders = false): Promise<T> {
+  private run<T>(message: (id: number) => ToRunner, signal: AbortSignal | undefined, sink?: CompletionSink, renders = false): Promise<T> {
     if (!this.alive) return Promise.reject(new ModelRunError("the model runner is not running"));
     const id = this.nextId++;
     const msg = message(id);
@@ -231,7 +130,7 @@ export class Runner implements RunnerHandle {
         this.renders.stop(id);
       };
       this.jobs.set(id, {
-        ...on,
+        sink,
         renders,
         resolve: (result) => (cleanup(), resolve(result as T)),
         reject: (err) => (cleanup(), reject(err)),
@@ -281,7 +180,7 @@ export class Runner implements RunnerHandle {
   private handle(msg: FromRunner): void {
     switch (msg.type) {
       case "chunk":
-        this.jobs.get(msg.id)?.onChunk(msg.text, msg.logprobs);
+        this.jobs.get(msg.id)?.sink?.onText(msg.text, msg.logprobs);
         this.holdIfBlocked(msg.id);
         break;
       case "done":
@@ -298,13 +197,15 @@ export class Runner implements RunnerHandle {
         this.renderEnded(msg.id);
         break;
       case "thinking":
-        this.jobs.get(msg.id)?.onThinking?.(msg.text);
+        this.jobs.get(msg.id)?.sink?.onThinking?.(msg.text);
         this.holdIfBlocked(msg.id);
         break;
       case "chat-done":
+        this.chatDone(msg.id, msg.result);
+        break;
       case "embedded":
       case "ranked":
-        this.onStats?.(msg.type === "chat-done" ? msg.result.stats : { promptEvalCount: msg.result.promptTokens, promptEvalNs: 0, evalCount: 0, evalNs: 0, truncatedTokens: 0 });
+        this.onStats?.({ promptEvalCount: msg.result.promptTokens, promptEvalNs: 0, evalCount: 0, evalNs: 0, truncatedTokens: 0 });
         this.jobs.get(msg.id)?.resolve(msg.result);
         this.jobs.delete(msg.id);
         break;
@@ -338,6 +239,16 @@ export class Runner implements RunnerHandle {
     }
   }
 
+  /** A chat job ended: its tool calls go to the sink, as the other output did, and its stats settle it. */
+  private chatDone(id: number, result: ChatResult): void {
+    this.onStats?.(result.stats);
+    const job = this.jobs.get(id);
+    this.jobs.delete(id);
+    if (!job) return;
+    if (result.toolCalls.length > 0 && result.stats.doneReason !== "cancelled") job.sink?.onToolCalls?.(result.toolCalls);
+    job.resolve(result.stats);
+  }
+
   /**
    * After output was handed on: if its consumer is now blocked, pauses the job in the child until
    * the consumer is ready. What the parent buffers per job is then bounded by the chunks already
@@ -345,10 +256,11 @@ export class Runner implements RunnerHandle {
    */
   private holdIfBlocked(id: number): void {
     const job = this.jobs.get(id);
-    if (!job?.flow?.blocked || job.paused) return;
+    const flow = job?.sink?.flow;
+    if (!job || !flow?.blocked || job.paused) return;
     job.paused = true;
     this.send({ type: "pause", id });
-    job.flow.whenReady(() => {
+    flow.whenReady(() => {
       job.paused = false;
       if (this.jobs.get(id) === job) this.send({ type: "resume", id });
     });
@@ -416,94 +328,8 @@ function nestedDeeperThan(value: unknown, limit: number): boolean {
   return false;
 }
 
-/**
- * Validates the GGUF structure before any child is forked: node-llama-cpp's own reader spins or
- * throws on crafted counts and lengths, and llama.cpp trusts tensor offsets (see models/gguf.ts).
- */
-async function checkModelFile(file: string, name: string): Promise<void> {
-  try {
-    await validateGguf(file);
-  } catch (err) {
-    if (err instanceof GgufError) throw new ModelLoadError(name, `corrupt model file: ${err.message}`);
-    throw new ModelLoadError(name, "the model file could not be read", err);
-  }
-}
-
 function jobError(kind: RunnerFailureKind, message: string): Error {
   if (kind === "invalid") return new BadRequestError(message);
   if (kind === "memory") return new ModelRunError("out of memory");
   return new ModelRunError(message);
-}
-
-function loadError(name: string, kind: RunnerFailureKind, message: string): ModelLoadError {
-  if (kind === "corrupt") return new ModelLoadError(name, `corrupt model file: ${message}`);
-  if (kind === "memory") return new ModelLoadError(name, `not enough memory to load the model (${message})`);
-  return new ModelLoadError(name, message);
-}
-
-function waitForLoad(child: ChildProcess, spec: LoadSpec, options: RunnerOptions): Promise<RunnerInfo> {
-  return new Promise<RunnerInfo>((resolve, reject) => {
-    let timer: NodeJS.Timeout | undefined;
-    const fail = (err: ModelLoadError) => {
-      finish();
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-      reject(err);
-    };
-    const arm = () => {
-      clearTimeout(timer);
-      timer = setTimeout(() => {
-        options.log.error({ model: options.name, timeoutMs: options.loadTimeoutMs }, "model load made no progress; killing its runner");
-        fail(new ModelLoadError(options.name, `timed out after ${Math.round(options.loadTimeoutMs / 1000)}s without progress`));
-      }, options.loadTimeoutMs);
-    };
-    const onMessage = (msg: FromRunner) => {
-      if (msg.type === "progress") arm();
-      else if (msg.type === "estimate") {
-        // The memory check may evict other models first; the no-progress timer waits meanwhile.
-        clearTimeout(timer);
-        const admit = options.admit ?? (() => Promise.resolve());
-        admit(msg.estimate).then(
-          () => (child.send({ type: "admit" } satisfies ToRunner), arm()),
-          (err: unknown) => fail(err instanceof ModelLoadError ? err : new ModelLoadError(options.name, String(err))),
-        );
-      } else if (msg.type === "loaded") {
-        finish();
-        options.log.info({ model: options.name, runner: child.pid, ram: formatBytes(msg.info.ramBytes), contextSize: msg.info.contextSize, sequences: msg.info.sequences, gpu: msg.info.gpu, threads: msg.info.threads, binary: msg.info.binary, threadpool: msg.info.threadpool }, "model loaded");
-        resolve(msg.info);
-      } else if (msg.type === "load-failed") {
-        options.log.error({ model: options.name, kind: msg.kind, detail: msg.message }, "model failed to load");
-        fail(loadError(options.name, msg.kind, msg.message));
-      } else if (msg.type === "log") options.log[msg.level]({ runner: child.pid, ...msg.data }, msg.msg);
-    };
-    const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
-      options.log.error({ model: options.name, code, signal }, "runner exited while loading the model");
-      fail(new ModelLoadError(options.name, `the model runner exited while loading (${signal ? `signal ${signal}` : `exit status ${code}`})`));
-    };
-    const onError = (err: Error) => fail(new ModelLoadError(options.name, `could not start the model runner: ${err.message}`, err));
-    // Every request waiting for this load went away: stop it rather than load a model nobody asked for.
-    const onAbort = () => fail(new ModelLoadError(options.name, "load cancelled"));
-    function finish() {
-      clearTimeout(timer);
-      options.signal?.removeEventListener("abort", onAbort);
-      child.off("message", onMessage);
-      child.off("exit", onExit);
-      child.off("error", onError);
-    }
-    child.on("message", onMessage);
-    child.on("exit", onExit);
-    child.on("error", onError);
-    options.signal?.addEventListener("abort", onAbort, { once: true });
-    arm();
-    child.send({ type: "load", spec } satisfies ToRunner);
-  });
-}
-
-/** Lines a child prints outside the protocol (native libraries write to stderr) go to the log. */
-function forwardOutput(child: ChildProcess, log: Logger): void {
-  for (const [stream, level] of [[child.stdout, "debug"], [child.stderr, "warn"]] as const) {
-    if (!stream) continue;
-    createInterface({ input: stream }).on("line", (line) => {
-      if (line.trim()) log[level]({ runner: child.pid }, `runner output: ${line}`);
-    });
-  }
 }

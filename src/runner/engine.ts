@@ -10,7 +10,7 @@
  * half speed. `maxThreads: 0` turns the splitter off; each context decodes with its own threads.
  */
 import { getLlama, LlamaLogLevel, type Llama } from "node-llama-cpp";
-import type { RunnerGpu } from "./protocol.js";
+import type { RunnerGpu } from "./types.js";
 
 export type EngineLog = (level: "debug" | "error", message: string) => void;
 

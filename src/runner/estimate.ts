@@ -6,7 +6,7 @@
  * estimate does not allocate the model or the context: `GgufInsights` simulates them.
  */
 import { GgmlType, GgufInsights, readGgufFileInfo, type Llama } from "node-llama-cpp";
-import type { LoadSpec, MemoryEstimate } from "./protocol.js";
+import type { LoadSpec, MemoryEstimate } from "./types.js";
 
 /** Estimates RAM and VRAM for `spec`; resolves `gpuLayers` "auto" the way node-llama-cpp would. */
 export async function estimateLoad(llama: Llama, spec: LoadSpec): Promise<MemoryEstimate> {

@@ -5,7 +5,8 @@
  * to their size (a large enum takes seconds, long stop sequences hold memory for good). Each limit
  * is far above what a real request needs; a request over one is a 400 naming it.
  */
-import type { GenerateJob, ChatJob, ToRunner } from "./protocol.js";
+import type { ToRunner } from "./protocol.js";
+import type { GenerateJob, ChatJob } from "./types.js";
 
 /** Bytes of a `format` JSON schema (as JSON). */
 export const MAX_SCHEMA_BYTES = 64 * 1024;

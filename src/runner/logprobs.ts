@@ -8,7 +8,7 @@
  * triggers, function-call syntax or thoughts) are matched to those records in order.
  */
 import type { LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
-import type { TokenLogprob, TokenProbability } from "./protocol.js";
+import type { TokenLogprob, TokenProbability } from "./types.js";
 
 interface Sampled {
   token: Token;

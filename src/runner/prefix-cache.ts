@@ -16,7 +16,7 @@ import { createReadStream } from "node:fs";
 import { mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile, chmod } from "node:fs/promises";
 import path from "node:path";
 import type { LlamaContextSequence, Token } from "node-llama-cpp";
-import type { PrefixCacheSpec } from "./protocol.js";
+import type { PrefixCacheSpec } from "./types.js";
 
 const VERSION = 1;
 /** A restore must win at least this many tokens over what the slot already holds. */

@@ -3,7 +3,7 @@
  * same ones), from a job's {@link SamplingSpec}. Child-side only.
  */
 import { randomInt } from "node:crypto";
-import type { SamplingSpec } from "./protocol.js";
+import type { SamplingSpec } from "./types.js";
 
 /** The shape both `generateCompletionWithMeta` and `LlamaChat.generateResponse` accept. */
 export interface SamplingOptions {

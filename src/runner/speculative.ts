@@ -35,7 +35,7 @@
  * refused lookup does, within its generation only (whether a prompt repeats itself is a property
  * of that prompt).
  */
-import type { SpeculationLoad } from "./protocol.js";
+import type { SpeculationLoad } from "./types.js";
 import {
   InputLookupTokenPredictor,
   TokenPredictor,

@@ -9,7 +9,7 @@
 import { readFile } from "node:fs/promises";
 import os from "node:os";
 import { ModelLoadError } from "../errors.js";
-import type { MemoryEstimate } from "../runner/protocol.js";
+import type { MemoryEstimate } from "../runner/types.js";
 import { formatBytes } from "../units.js";
 
 /** Where the memory check reads the kernel's files: the real ones, or a fixture tree in tests. */

@@ -3,7 +3,7 @@
  * and the memory check that evicts them only when that lets the new model fit.
  */
 import type { Logger } from "pino";
-import type { MemoryEstimate } from "../runner/protocol.js";
+import type { MemoryEstimate } from "../runner/types.js";
 import type { ResolvedModel } from "../store/store.js";
 import { availableRam, notEnoughMemory, shortfall, vramRoom, type Room } from "./memory.js";
 import type { Loaded } from "./types.js";

@@ -17,7 +17,7 @@
  * It knows runners only as {@link RunnerHandle}s, started by the `startRunner` it is given.
  */
 import { ModelLoadError, ServiceBusyError, ShuttingDownError } from "../errors.js";
-import type { MemoryEstimate, RunnerGpu } from "../runner/protocol.js";
+import type { MemoryEstimate, RunnerGpu } from "../runner/types.js";
 import type { ResolvedModel } from "../store/store.js";
 import { keepAliveFor, requestKeepAlive, startExpiry, stopExpiry } from "./keep-alive.js";
 import type { ModelPolicy } from "./policy.js";

@@ -2,8 +2,9 @@
  * What a runner is loaded with: the load spec a request's options, the model's parameters, its
  * policy and the daemon's defaults make, and whether a loaded runner already serves a request.
  */
-import type { FlashAttention, KvCacheType, LoadSpec, RunnerGpu } from "../runner/protocol.js";
+import type { FlashAttention, KvCacheType, LoadSpec, RunnerGpu } from "../runner/types.js";
 import type { ResolvedModel } from "../store/store.js";
+import { contextLength, withinTrained } from "./context-length.js";
 import type { ModelPolicy } from "./policy.js";
 import type { AcquireOptions, SchedulerOptions } from "./types.js";
 
@@ -15,7 +16,7 @@ export type SpecDefaults = Pick<
 
 /** The load spec for `model`: the request's options over the policy's, over the model's, over the defaults. */
 export function specFor(model: ResolvedModel, options: AcquireOptions, policy: ModelPolicy | undefined, defaults: SpecDefaults, gpu: RunnerGpu): LoadSpec {
-  const numCtx = options.numCtx ?? policy?.numCtx ?? numberParam(model.params.num_ctx) ?? defaults.defaultContextLength;
+  const numCtx = contextLength({ request: options.numCtx, policy, params: model.params, fallback: defaults.defaultContextLength });
   const numGpu = options.numGpu ?? numberParam(model.params.num_gpu);
   const numThread = options.numThread ?? numberParam(model.params.num_thread);
   const numBatch = options.numBatch ?? numberParam(model.params.num_batch);
@@ -55,7 +56,7 @@ function cacheFor(policy: ModelPolicy | undefined, defaults: SpecDefaults): { kv
  * Adapters and speculation too: a runner keeps what it was loaded with.
  */
 export function specMatches(loaded: LoadSpec, wanted: LoadSpec, trainContextSize: number): boolean {
-  const effective = (n: number): number => (trainContextSize > 0 ? Math.min(n, trainContextSize) : n);
+  const effective = (n: number): number => withinTrained(n, trainContextSize);
   return (
     effective(wanted.contextSize) === effective(loaded.contextSize) &&
     wanted.gpuLayers === loaded.gpuLayers &&

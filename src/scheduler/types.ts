@@ -5,7 +5,7 @@
  */
 import type { Logger } from "pino";
 import type { RunnerHandle } from "../runner/handle.js";
-import type { FlashAttention, KvCacheType, LoadSpec, MemoryEstimate, PrefixCacheSpec, RunnerGpu, SpeculationLoad } from "../runner/protocol.js";
+import type { FlashAttention, KvCacheType, LoadSpec, MemoryEstimate, PrefixCacheSpec, RunnerGpu, SpeculationLoad } from "../runner/types.js";
 import type { ResolvedModel } from "../store/store.js";
 import type { PolicyTable } from "./policy.js";
 

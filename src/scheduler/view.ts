@@ -1,5 +1,5 @@
 /** What `/api/ps` and the metrics see of a loaded model. */
-import type { FlashAttention, KvCacheType, RunnerInfo } from "../runner/protocol.js";
+import type { FlashAttention, KvCacheType, RunnerInfo } from "../runner/types.js";
 import type { ResolvedModel } from "../store/store.js";
 import type { ModelPolicy } from "./policy.js";
 import type { Loaded } from "./types.js";

@@ -7,8 +7,8 @@
  */
 import { EventEmitter } from "node:events";
 import { ModelLoadError, ModelRunError } from "../../src/errors.js";
-import type { RunnerHandle } from "../../src/runner/handle.js";
-import type { ChatResult, EmbedResult, GenerateStats, LoadSpec, MemoryEstimate, RankResult, RunnerInfo } from "../../src/runner/protocol.js";
+import type { CompletionRequest, CompletionSink, RunnerHandle } from "../../src/runner/handle.js";
+import type { EmbedResult, GenerateStats, LoadSpec, MemoryEstimate, RankResult, RunnerInfo } from "../../src/runner/types.js";
 import { silentLogger } from "../../src/logger.js";
 import { Scheduler } from "../../src/scheduler/scheduler.js";
 import type { JobStats, LoadHooks, SchedulerOptions, StartRunner } from "../../src/scheduler/types.js";
@@ -126,17 +126,10 @@ export class FakeRunner implements RunnerHandle {
     this.record(`kill ${this.key}`);
   }
 
-  generate(_job: unknown, onChunk: (text: string) => void, signal?: AbortSignal): Promise<GenerateStats> {
-    return this.job(signal, () => {
-      onChunk("fake");
+  complete(_request: CompletionRequest, sink: CompletionSink): Promise<GenerateStats> {
+    return this.job(sink.signal, () => {
+      sink.onText("fake");
       return STATS;
-    });
-  }
-
-  chat(_job: unknown, on: { onChunk: (text: string) => void }, signal?: AbortSignal): Promise<ChatResult> {
-    return this.job(signal, () => {
-      on.onChunk("fake");
-      return { stats: STATS, toolCalls: [] };
     });
   }
 

@@ -6,8 +6,9 @@
 import { fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import type { Test } from "tap";
-import { childEntry } from "../../src/runner/client.js";
-import type { FromRunner, GenerateJob } from "../../src/runner/protocol.js";
+import { childEntry } from "../../src/runner/spawn.js";
+import type { FromRunner } from "../../src/runner/protocol.js";
+import type { GenerateJob } from "../../src/runner/types.js";
 import { testGguf } from "./models.js";
 
 /** A message as the trace marks it: output with `decoding`, `done` with `sampled`. */

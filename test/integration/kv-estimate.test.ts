@@ -5,7 +5,7 @@
 import t from "tap";
 import { getLlama } from "node-llama-cpp";
 import { estimateLoad } from "../../src/runner/estimate.js";
-import type { LoadSpec } from "../../src/runner/protocol.js";
+import type { LoadSpec } from "../../src/runner/types.js";
 import { testGguf } from "../helpers/models.js";
 
 t.test("a q8_0 or q4_0 cache is estimated smaller than f16", async (t) => {

@@ -10,7 +10,7 @@
 import { pino } from "pino";
 import t from "tap";
 import { Runner } from "../../src/runner/client.js";
-import type { LoadSpec } from "../../src/runner/protocol.js";
+import type { LoadSpec } from "../../src/runner/types.js";
 import { testGguf } from "../helpers/models.js";
 
 t.test("a load cancelled before the runner starts forks nothing and rejects", async (t) => {

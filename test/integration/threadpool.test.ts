@@ -13,8 +13,9 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { pino } from "pino";
 import t, { type Test } from "tap";
-import { Runner, threadpoolLibrary } from "../../src/runner/client.js";
-import type { GenerateJob, LoadSpec } from "../../src/runner/protocol.js";
+import { Runner } from "../../src/runner/client.js";
+import { threadpoolLibrary } from "../../src/runner/spawn.js";
+import type { GenerateJob, LoadSpec } from "../../src/runner/types.js";
 import { testGguf } from "../helpers/models.js";
 import { tracedRunner } from "../helpers/traced-runner.js";
 
@@ -53,7 +54,7 @@ function hog(t: Test, seconds = 60): ChildProcess {
 async function generateUntil(runner: Runner, until: () => boolean, ms: number): Promise<boolean> {
   const end = Date.now() + ms;
   for (let i = 0; !until() && Date.now() < end; i++) {
-    await runner.generate({ ...greedy(`Story number ${i}`), maxTokens: 200 }, () => undefined, AbortSignal.timeout(Math.max(1, end - Date.now()))).catch(() => undefined);
+    await runner.complete({ kind: "generate", job: { ...greedy(`Story number ${i}`), maxTokens: 200 } }, { onText: () => undefined, signal: AbortSignal.timeout(Math.max(1, end - Date.now())) }).catch(() => undefined);
   }
   return until();
 }
@@ -67,9 +68,9 @@ t.test("a runner of 2 threads keeps one worker thread across its decodes", async
   t.equal(loaded?.threadpool, "persistent", "the daemon logs the persistent threadpool");
   t.ok(readFileSync(`/proc/${pid}/maps`, "utf8").includes("/lmd-threadpool.so"), "the library is loaded in the runner");
   const before = tasks(pid);
-  await runner.generate(greedy("The first story"), () => undefined);
+  await runner.complete({ kind: "generate", job: greedy("The first story") }, { onText: () => undefined });
   const afterFirst = tasks(pid);
-  await runner.generate(greedy("Another story, longer than the first"), () => undefined);
+  await runner.complete({ kind: "generate", job: greedy("Another story, longer than the first") }, { onText: () => undefined });
   const afterSecond = tasks(pid);
   const added = [...afterFirst].filter((id) => !before.has(id));
   t.equal(added.length, 1, `one thread was added by the first generation and stayed (${added.join(", ")})`);
@@ -80,7 +81,7 @@ t.test("after a generation the pool's worker stops polling soon (lmd's poll leve
   // CPU time, not speed: ggml's default poll level (50) spins a core for ~200 ms after the last
   // decode on this VM (~0.17 s of CPU measured in the second after a generation), lmd's (5) ~20 ms.
   const { runner, pid } = await start(t, 2);
-  await runner.generate(greedy("Once upon a time"), () => undefined);
+  await runner.complete({ kind: "generate", job: greedy("Once upon a time") }, { onText: () => undefined });
   const cpu = () => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ").slice(11, 13).reduce((a, b) => a + Number(b), 0);
   const before = cpu();
   await new Promise((r) => setTimeout(r, 1000));
@@ -92,7 +93,7 @@ t.test("a runner's model and draft contexts share one pool", async (t) => {
   const draftPath = await testGguf({ preset: "small", seed: 2 });
   const { runner, pid } = await start(t, 2, undefined, { draftPath, lookup: false, minConfidence: 0 });
   const before = tasks(pid);
-  const stats = await runner.generate(greedy("Once upon a time"), () => undefined);
+  const stats = await runner.complete({ kind: "generate", job: greedy("Once upon a time") }, { onText: () => undefined });
   t.ok((stats.draft?.proposed ?? 0) > 0, `the draft proposed tokens (${stats.draft?.proposed})`);
   t.equal([...tasks(pid)].filter((id) => !before.has(id)).length, 1, "one worker thread for both contexts");
 });
@@ -100,7 +101,7 @@ t.test("a runner's model and draft contexts share one pool", async (t) => {
 t.test("a runner of 1 thread needs no pool", async (t) => {
   const { runner, pid } = await start(t, 1);
   const before = tasks(pid);
-  await runner.generate(greedy("The first story"), () => undefined);
+  await runner.complete({ kind: "generate", job: greedy("The first story") }, { onText: () => undefined });
   t.same([...tasks(pid)].sort(), [...before].sort(), "no thread was added");
 });
 
@@ -112,11 +113,11 @@ t.test("automatic threads follow a busy process that arrives after the load, and
   const chosen = lines.find((l) => l.msg === "threads chosen from the free cores");
   if (chosen?.threads !== 2) return t.skip(`the host was busy at load (${chosen?.threads} thread chosen)`);
   const changed = (to: number) => lines.some((l) => l.msg === "threads changed" && l.to === to);
-  await runner.generate(greedy("Once upon a time"), () => undefined);
+  await runner.complete({ kind: "generate", job: greedy("Once upon a time") }, { onText: () => undefined });
   const pooled = tasks(pid);
   const busy = hog(t);
   t.ok(await generateUntil(runner, () => changed(1), 20_000), "with a busy process on one of the 2 cores, it decodes with 1 thread");
-  await runner.generate(greedy("Once upon a time"), () => undefined);
+  await runner.complete({ kind: "generate", job: greedy("Once upon a time") }, { onText: () => undefined });
   const single = tasks(pid);
   t.equal([...pooled].filter((id) => !single.has(id)).length, 1, "the pool's worker thread is gone (a pool of 2 would leave it polling through every decode)");
   busy.kill("SIGKILL");
@@ -157,7 +158,7 @@ t.test("the tokens are the same with the library as without it", async (t) => {
   const loaded = plain.received.find((m) => m.type === "loaded");
   t.equal(loaded?.type === "loaded" && loaded.info.threadpool, "per-decode", "the other runner decodes as node-llama-cpp does alone");
   for (const [id, prompt] of [[1, "Once upon a time"], [2, "The weather today is"]] as const) {
-    const a = await pooled.runner.generate(greedy(prompt), () => undefined);
+    const a = await pooled.runner.complete({ kind: "generate", job: greedy(prompt) }, { onText: () => undefined });
     const b = await plain.generate(id, greedy(prompt));
     t.ok(a.evalCount > 8, `${prompt}: ${a.evalCount} tokens`);
     t.same(a.context, b.type === "done" && b.stats.context, `${prompt}: the same tokens`);
@@ -171,7 +172,7 @@ t.test("a second copy of the library preloaded beside it (the daemon's own LD_PR
   const preloaded = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").find((v) => v.startsWith("LD_PRELOAD="));
   t.equal(preloaded, `LD_PRELOAD=${copy} ${threadpoolLibrary()}`, "the daemon's LD_PRELOAD is kept, the library added after it");
   const before = tasks(pid);
-  const stats = await runner.generate(greedy("Once upon a time"), () => undefined);
+  const stats = await runner.complete({ kind: "generate", job: greedy("Once upon a time") }, { onText: () => undefined });
   t.ok(stats.evalCount > 8, `it generates (${stats.evalCount} tokens): the copies do not call each other`);
   t.equal([...tasks(pid)].filter((id) => !before.has(id)).length, 1, "one pool, not two");
 });

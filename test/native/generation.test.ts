@@ -11,7 +11,7 @@ import { LlamaCompletion, type LlamaContextSequence, type LlamaGrammar, type Tok
 import { DecodeLoop, fastEvaluate } from "../../src/runner/decode-loop.js";
 import { generateText, type GenerationOptions } from "../../src/runner/generation.js";
 import { samplingOptions } from "../../src/runner/sampling.js";
-import type { SamplingSpec } from "../../src/runner/protocol.js";
+import type { SamplingSpec } from "../../src/runner/types.js";
 import { tinyContext } from "../helpers/batches.js";
 import { testGguf } from "../helpers/models.js";
 import { ollamaDecoder } from "../helpers/pieces.js";

@@ -5,7 +5,7 @@
  */
 import t from "tap";
 import type { SchedulerOptions } from "../../src/scheduler/scheduler.js";
-import type { LoadSpec } from "../../src/runner/protocol.js";
+import type { LoadSpec } from "../../src/runner/types.js";
 import { fakeModel, fakeScheduler } from "../helpers/fake-runner.js";
 
 const model = fakeModel("m");

@@ -8,8 +8,8 @@ import { randomBytes } from "node:crypto";
 import type { AnthropicCountRequest, AnthropicMessage, AnthropicRequest, AnthropicResponse, AnthropicStopReason, AnthropicToolResultBlock, AnthropicToolUseBlock } from "../../api/anthropic.js";
 import type { ModelOptions } from "../../api/types.js";
 import { BadRequestError } from "../../errors.js";
-import type { ChatTurn, GenerateStats, GrammarSpec, ToolCallSpec, ToolChoice, ToolSpec } from "../../runner/protocol.js";
-import type { ChatCall } from "../completion.js";
+import type { ChatTurn, GenerateStats, GrammarSpec, ToolCallSpec, ToolChoice, ToolSpec } from "../../chat/types.js";
+import type { ChatCall } from "../../chat/run.js";
 
 /** The chat call of a request: system prompt, turns, tools, tool choice and thinking. */
 export function toChatCall(body: AnthropicCountRequest, model: string): ChatCall {

@@ -1,6 +1,6 @@
 /**
  * Anthropic's Messages API: `POST /v1/messages` and `POST /v1/messages/count_tokens`, adapters over
- * the chat service of `/api/chat` (DESIGN §1), so coding agents written for Anthropic's API can
+ * the chat service of `/api/chat`, so coding agents written for Anthropic's API can
  * point at lmd. Streams Anthropic's named SSE events (stream.ts); otherwise one `message` object.
  *
  * Errors keep the contract's `{"error": "<message>"}` body with the real status: the official SDKs
@@ -11,10 +11,12 @@
 import type { AnthropicCountRequest, AnthropicOutputBlock, AnthropicRequest, AnthropicResponse } from "../../api/anthropic.js";
 import { anthropicCountSchema, anthropicMessagesSchema } from "../../api/anthropic.js";
 import { readJson } from "../../http/body.js";
-import { NamedSseStream, sendJson } from "../../http/respond.js";
+import { NamedSseStream, outputFlow, sendJson } from "../../http/respond.js";
 import type { RequestContext, Router } from "../../http/router.js";
 import { compileValidator } from "../../http/validate.js";
-import { countChatTokens, resolveTarget, runChat } from "../completion.js";
+import { countChatTokens, runChat } from "../../chat/run.js";
+import { resolveTarget } from "../../chat/target.js";
+import type { ToolCallSpec } from "../../chat/types.js";
 import type { Services } from "../services.js";
 import { anthropicId, stopReason, toChatCall, toGrammar, toOptions, toolUseBlocks, usageOf } from "./convert.js";
 import { MessageEvents } from "./stream.js";
@@ -36,13 +38,17 @@ async function messages(ctx: RequestContext, services: Services): Promise<void> 
   const events = stream ? new MessageEvents(head, (event) => void stream.write(event)) : undefined;
   let text = "";
   let thinking = "";
-  const { result } = await runChat(services, ctx, target, call, {
-    onChunk: (delta) => (events ? events.text(delta) : (text += delta)),
+  const calls: ToolCallSpec[] = [];
+  const { stats } = await runChat(services, target, call, {
+    signal: ctx.signal,
+    flow: outputFlow(ctx.res),
+    onText: (delta) => (events ? events.text(delta) : (text += delta)),
     onThinking: (delta) => (events ? events.thinking(delta) : (thinking += delta)),
+    // tool_use blocks follow the text, when the answer ends.
+    onToolCalls: (parsed) => void calls.push(...parsed),
   });
-  const { stats } = result;
   if (stats.doneReason === "cancelled") return; // the client is gone
-  const uses = toolUseBlocks(result.toolCalls);
+  const uses = toolUseBlocks(calls);
   const reason = stopReason(stats, uses.length);
   const stopSequence = reason === "stop_sequence" ? (stats.stopSequence ?? null) : null;
   if (events && stream) {
@@ -62,5 +68,5 @@ async function countTokens(ctx: RequestContext, services: Services): Promise<voi
   const body = validateCount(await readJson(ctx.req, services.config.maxBodyBytes));
   const call = toChatCall(body, body.model);
   const target = await resolveTarget(services, body.model, undefined, undefined, ctx.log);
-  sendJson(ctx.res, 200, { input_tokens: await countChatTokens(services, ctx, target, call) });
+  sendJson(ctx.res, 200, { input_tokens: await countChatTokens(services, ctx.signal, target, call) });
 }

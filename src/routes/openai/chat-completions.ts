@@ -6,11 +6,12 @@
 import type { OpenAIChatRequest } from "../../api/chat-types.js";
 import { openaiChatSchema } from "../../api/chat-schemas.js";
 import { readJson } from "../../http/body.js";
-import { sendJson, SseStream } from "../../http/respond.js";
+import { outputFlow, sendJson, SseStream } from "../../http/respond.js";
 import type { RequestContext } from "../../http/router.js";
 import { compileValidator } from "../../http/validate.js";
-import { resolveTarget, runChat } from "../completion.js";
-import type { TokenLogprob } from "../../runner/protocol.js";
+import { runChat } from "../../chat/run.js";
+import { resolveTarget } from "../../chat/target.js";
+import type { TokenLogprob, ToolCallSpec } from "../../chat/types.js";
 import { toOpenAIContent } from "../logprobs.js";
 import type { Services } from "../services.js";
 import { finishReason, responseId, SYSTEM_FINGERPRINT, toGrammar, toOpenAICalls, toOptions, toToolChoice, toThink, toTools, toTurns, unixNow, usageOf } from "./convert.js";
@@ -32,8 +33,11 @@ export async function chatCompletions(ctx: RequestContext, services: Services): 
   let reasoning = "";
   const logprobs = body.logprobs ? (body.top_logprobs ?? 0) : undefined;
   const allLogprobs: TokenLogprob[] = [];
-  const { result } = await runChat(services, ctx, target, { turns, tools, toolChoice, grammar, think: toThink(body), logprobs }, {
-    onChunk: (text, lps) => {
+  const calls: ToolCallSpec[] = [];
+  const { stats } = await runChat(services, target, { turns, tools, toolChoice, grammar, think: toThink(body), logprobs }, {
+    signal: ctx.signal,
+    flow: outputFlow(ctx.res),
+    onText: (text, lps) => {
       if (stream) void chunk({ role: "assistant", content: text }, null, lps);
       else {
         content += text;
@@ -41,10 +45,11 @@ export async function chatCompletions(ctx: RequestContext, services: Services): 
       }
     },
     onThinking: (text) => (stream ? void chunk({ role: "assistant", content: "", reasoning: text }) : (reasoning += text)),
+    // The calls go out together at the end, in one chunk or in the message.
+    onToolCalls: (parsed) => void calls.push(...parsed),
   });
-  const { stats } = result;
   if (stats.doneReason === "cancelled") return; // the client is gone
-  const toolCalls = toOpenAICalls(result.toolCalls);
+  const toolCalls = toOpenAICalls(calls);
   const finish = finishReason(stats, toolCalls.length);
   const usage = usageOf(stats);
   if (stream) {

@@ -6,11 +6,12 @@ import type { OpenAICompletionRequest } from "../../api/chat-types.js";
 import { openaiCompletionSchema } from "../../api/chat-schemas.js";
 import { BadRequestError } from "../../errors.js";
 import { readJson } from "../../http/body.js";
-import { sendJson, SseStream } from "../../http/respond.js";
+import { outputFlow, sendJson, SseStream } from "../../http/respond.js";
 import type { RequestContext } from "../../http/router.js";
 import { compileValidator } from "../../http/validate.js";
-import { requireCompletion, resolveTarget, runCompletion } from "../completion.js";
-import type { TokenLogprob } from "../../runner/protocol.js";
+import { runCompletion } from "../../chat/run.js";
+import { requireCompletion, resolveTarget } from "../../chat/target.js";
+import type { TokenLogprob } from "../../chat/types.js";
 import { toLegacy } from "../logprobs.js";
 import type { Services } from "../services.js";
 import { finishReason, responseId, SYSTEM_FINGERPRINT, toOptions, unixNow, usageOf } from "./convert.js";
@@ -33,7 +34,7 @@ export async function completions(ctx: RequestContext, services: Services): Prom
   let streamed = offset;
   const logprobs = body.logprobs ?? undefined;
   const allLogprobs: TokenLogprob[] = [];
-  const { stats } = await runCompletion(services, ctx, target, prompt, undefined, (chunk, lps) => {
+  const onText = (chunk: string, lps?: TokenLogprob[]) => {
     if (stream) {
       void stream.write(choice(chunk, null, lps ? toLegacy(lps, streamed) : null));
       streamed += chunk.length;
@@ -41,7 +42,8 @@ export async function completions(ctx: RequestContext, services: Services): Prom
       text += chunk;
       if (lps) allLogprobs.push(...lps);
     }
-  }, logprobs);
+  };
+  const { stats } = await runCompletion(services, target, prompt, undefined, logprobs, { signal: ctx.signal, flow: outputFlow(ctx.res), onText });
   if (stats.doneReason === "cancelled") return; // the client is gone
   const usage = usageOf(stats);
   if (stream) {

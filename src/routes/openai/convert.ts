@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import type { OpenAIChatRequest, OpenAIContentPart, OpenAIMessage, OpenAISampling, OpenAIToolCall, OpenAIUsage } from "../../api/chat-types.js";
 import type { ModelOptions } from "../../api/types.js";
 import { BadRequestError } from "../../errors.js";
-import type { ChatTurn, GenerateStats, GrammarSpec, ToolCallSpec, ToolChoice, ToolSpec } from "../../runner/protocol.js";
+import type { ChatTurn, GenerateStats, GrammarSpec, ToolCallSpec, ToolChoice, ToolSpec } from "../../chat/types.js";
 import { toArguments } from "../chat.js";
 
 /** The fields OpenAI clients send mapped to Ollama options; absent fields keep the model's own defaults. */

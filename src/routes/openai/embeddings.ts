@@ -8,7 +8,8 @@ import { readJson } from "../../http/body.js";
 import { sendJson } from "../../http/respond.js";
 import type { RequestContext } from "../../http/router.js";
 import { compileValidator } from "../../http/validate.js";
-import { normalize, resolveTarget, runEmbed } from "../completion.js";
+import { normalize, runEmbed } from "../../chat/embed.js";
+import { resolveTarget } from "../../chat/target.js";
 import type { Services } from "../services.js";
 
 const validate = compileValidator<OpenAIEmbeddingRequest>(openaiEmbeddingSchema);
@@ -17,7 +18,7 @@ export async function embeddings(ctx: RequestContext, services: Services): Promi
   const body = validate(await readJson(ctx.req, services.config.maxBodyBytes));
   const inputs = typeof body.input === "string" ? [body.input] : body.input;
   const target = await resolveTarget(services, body.model, undefined, undefined, ctx.log);
-  const { result } = await runEmbed(services, ctx, target, inputs, true, body.dimensions);
+  const { result } = await runEmbed(services, ctx.signal, target, inputs, true, body.dimensions);
   const data = result.embeddings.map((v, index) => {
     const vector = normalize(v, body.dimensions);
     const embedding = body.encoding_format === "base64" ? Buffer.from(new Float32Array(vector).buffer).toString("base64") : vector;

@@ -1,5 +1,5 @@
 /**
- * The OpenAI-compatible `/v1` API (DESIGN §1: adapters over the services `/api` uses). Errors are
+ * The OpenAI-compatible `/v1` API (adapters over the engine `/api` uses). Errors are
  * the contract's `{"error": string}` with their real status; the OpenAI SDKs map the status to
  * their error classes (404 → NotFoundError, 400 → BadRequestError).
  */

@@ -6,9 +6,9 @@
 import type { ResponsesContentPart, ResponsesInputItem, ResponsesRequest } from "../../api/responses.js";
 import type { ModelOptions } from "../../api/types.js";
 import { BadRequestError } from "../../errors.js";
-import type { ChatTurn, GrammarSpec, ToolCallSpec, ToolChoice, ToolSpec } from "../../runner/protocol.js";
+import type { ChatTurn, GrammarSpec, ToolCallSpec, ToolChoice, ToolSpec } from "../../chat/types.js";
 import { toArguments } from "../chat.js";
-import type { ChatCall } from "../completion.js";
+import type { ChatCall } from "../../chat/run.js";
 
 /**
  * The chat call of a request. lmd stores no responses: a `previous_response_id` would silently

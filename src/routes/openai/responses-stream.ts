@@ -8,7 +8,7 @@
  * Thoughts of a thinking model are a `reasoning` item before the message.
  */
 import { randomBytes } from "node:crypto";
-import type { ToolCallSpec } from "../../runner/protocol.js";
+import type { ToolCallSpec } from "../../chat/types.js";
 
 type Json = Record<string, unknown>;
 export type ResponseEvent = { type: string; sequence_number: number } & Json;

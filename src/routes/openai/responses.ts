@@ -6,11 +6,12 @@
 import type { ResponsesRequest } from "../../api/responses.js";
 import { responsesSchema } from "../../api/responses.js";
 import { readJson } from "../../http/body.js";
-import { NamedSseStream, sendJson } from "../../http/respond.js";
+import { NamedSseStream, outputFlow, sendJson } from "../../http/respond.js";
 import type { RequestContext } from "../../http/router.js";
 import { compileValidator } from "../../http/validate.js";
-import type { GenerateStats } from "../../runner/protocol.js";
-import { resolveTarget, runChat } from "../completion.js";
+import type { GenerateStats, ToolCallSpec } from "../../chat/types.js";
+import { runChat } from "../../chat/run.js";
+import { resolveTarget } from "../../chat/target.js";
 import { toOpenAIContent } from "../logprobs.js";
 import type { Services } from "../services.js";
 import { toChatCall, toOptions } from "./responses-convert.js";
@@ -26,13 +27,17 @@ export async function responses(ctx: RequestContext, services: Services): Promis
   const output = new ResponseOutput(echo(body, target.opts.sampling), stream ? (event) => void stream.write(event) : undefined);
   // OpenAI's way to ask for them: `include: ["message.output_text.logprobs"]`, `top_logprobs: N`.
   const logprobs = body.include?.includes("message.output_text.logprobs") ? (body.top_logprobs ?? 0) : undefined;
-  const { result } = await runChat(services, ctx, target, { ...call, logprobs }, {
-    onChunk: (text, lps) => output.text(text, lps ? toOpenAIContent(lps) : []),
+  const calls: ToolCallSpec[] = [];
+  const { stats } = await runChat(services, target, { ...call, logprobs }, {
+    signal: ctx.signal,
+    flow: outputFlow(ctx.res),
+    onText: (text, lps) => output.text(text, lps ? toOpenAIContent(lps) : []),
     onThinking: (text) => output.reasoning(text),
+    // The calls are output items of their own, written when the answer ends.
+    onToolCalls: (parsed) => void calls.push(...parsed),
   });
-  const { stats } = result;
   if (stats.doneReason === "cancelled") return; // the client is gone
-  const response = output.finish(result.toolCalls, stats.doneReason === "length", usageOf(stats));
+  const response = output.finish(calls, stats.doneReason === "length", usageOf(stats));
   if (stream) stream.end();
   else sendJson(ctx.res, 200, response);
 }

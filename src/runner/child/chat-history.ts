@@ -16,7 +16,7 @@ import {
   type GbnfJsonSchema,
   type LlamaModel,
 } from "node-llama-cpp";
-import type { ChatJob, ChatTurn } from "../protocol.js";
+import type { ChatJob, ChatTurn } from "../types.js";
 
 const wrappers = new WeakMap<LlamaModel, ChatWrapper>();
 

@@ -4,7 +4,7 @@
  * embedding context (model.ts). Vectors are returned raw; the daemon normalizes them.
  */
 import { LlamaVocabularyType, type LlamaModel, type Token } from "node-llama-cpp";
-import type { EmbedJob } from "../protocol.js";
+import type { EmbedJob } from "../types.js";
 import { JobFailure, withJob, type Job, type JobHost } from "./job.js";
 
 /** Runs one embed job: one `embedded` or `failed` message. */

@@ -6,7 +6,8 @@
 import type { LlamaCompletion, LlamaGrammar, LlamaModel, LlamaText, Token } from "node-llama-cpp";
 import { samplingOptions, stopSequenceOf } from "../sampling.js";
 import { CONTEXT_EXCEEDED } from "../protocol.js";
-import type { FromRunner, GenerateJob, GenerateStats, TokenLogprob } from "../protocol.js";
+import type { FromRunner } from "../protocol.js";
+import type { GenerateJob, GenerateStats, TokenLogprob } from "../types.js";
 import { answerPrompt } from "../thinking-form.js";
 import { tokenizeAsync, tokenizeLlamaText } from "../tokens.js";
 import { LogprobRecorder } from "../logprobs.js";

@@ -6,7 +6,8 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { InsufficientMemoryError, LlamaCompletion, type Llama, type LlamaContext, type LlamaContextOptions, type LlamaModel } from "node-llama-cpp";
-import type { LoadSpec, PrefixCacheSpec, RunnerFailureKind } from "../protocol.js";
+import type { RunnerFailureKind } from "../protocol.js";
+import type { LoadSpec, PrefixCacheSpec } from "../types.js";
 import { PrefixCache } from "../prefix-cache.js";
 import { thoughtTags } from "../thinking-form.js";
 import { installLinearTokenizer } from "../tokens.js";

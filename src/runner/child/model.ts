@@ -17,7 +17,7 @@ import {
   type LlamaRankingContext,
   type Token,
 } from "node-llama-cpp";
-import type { GrammarSpec } from "../protocol.js";
+import type { GrammarSpec } from "../types.js";
 import type { DraftResources, SwitchablePredictor } from "../speculative.js";
 import type { PauseSwitch } from "../flow.js";
 import type { DecodeLoop } from "../decode-loop.js";

@@ -3,7 +3,7 @@
  * `[BOS] query [EOS] [SEP] document [EOS]` (or the model's `chat_template.rerank`) through the
  * classification head and returns a sigmoid probability per document.
  */
-import type { RankJob } from "../protocol.js";
+import type { RankJob } from "../types.js";
 import { JobFailure, withJob, type Job, type JobHost } from "./job.js";
 
 /** Runs one rank job: one `ranked` or `failed` message. */

@@ -4,7 +4,7 @@
  */
 import type { ChatModelFunctions, GbnfJsonSchema } from "node-llama-cpp";
 import { answerPrompt, promptText } from "../thinking-form.js";
-import type { RenderJob } from "../protocol.js";
+import type { RenderJob } from "../types.js";
 import { clientSafe } from "./io.js";
 import { chatWrapperOf, toHistory } from "./chat-history.js";
 import { JobFailure, withJob, type Job, type JobHost } from "./job.js";

@@ -6,10 +6,8 @@
  * content and tool calls by Ollama's parsers (template/thinking.ts, template/tools.ts), or by its
  * harmony parser for gpt-oss (template/harmony.ts).
  */
-import { randomInt } from "node:crypto";
 import { LRUCache } from "lru-cache";
-import type { ChatToolCall } from "../api/chat-types.js";
-import type { ChatTurn, ToolCallSpec, ToolSpec } from "../runner/protocol.js";
+import type { ChatTurn, ToolCallSpec, ToolSpec } from "../runner/types.js";
 import { goTemplateOf } from "../store/store.js";
 import { parseTemplate, type OllamaMessage, type Template } from "../template/index.js";
 import { inferThinkingTags, ThinkingParser } from "../template/thinking.js";
@@ -66,19 +64,6 @@ export function toMessages(turns: readonly ChatTurn[]): OllamaMessage[] {
 export function toApiTools(tools: readonly ToolSpec[] | undefined): unknown[] | undefined {
   if (!tools?.length) return undefined;
   return tools.map((t) => ({ type: "function", function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) } }));
-}
-
-/**
- * Parsed calls as Ollama's API writes them (`index` counts from `first`: the calls streamed before);
- * with `ids` (/api/chat) each gets Ollama's `call_` and 8 random lower-case letters or digits.
- */
-export function toOllamaCalls(calls: ToolCallSpec[], first = 0, ids = false): ChatToolCall[] {
-  return calls.map((c, i) => ({ ...(ids ? { id: callId() } : {}), function: { index: first + i, name: c.name, arguments: c.arguments } }));
-}
-
-const ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789";
-function callId(): string {
-  return `call_${Array.from({ length: 8 }, () => ID_CHARS[randomInt(ID_CHARS.length)]).join("")}`;
 }
 
 /** What one piece of model output turned into. */

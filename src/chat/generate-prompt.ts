@@ -6,14 +6,14 @@
  */
 import type { GenerateRequest } from "../api/types.js";
 import { BadRequestError } from "../errors.js";
-import type { PromptSpec } from "../runner/protocol.js";
+import type { PromptSpec } from "../runner/types.js";
 import type { Lease } from "../scheduler/scheduler.js";
 import type { ResolvedModel } from "../store/store.js";
 import { parseTemplate, renderInWorker, type OllamaMessage, type Template } from "../template/index.js";
 import { usesHarmony } from "../template/harmony.js";
 import { chatPrompt, thinkValues, type ThinkValue } from "../template/prompt.js";
-import { goTemplateIn } from "./prompt.js";
-import { effectiveThink, NeedsRunner, noRunner, type PromptRuntime } from "./template-chat.js";
+import { effectiveThink, NeedsRunner, noRunner, type PromptRuntime } from "./prompt.js";
+import { goTemplateIn } from "./template.js";
 
 export interface GeneratePrompt {
   prompt: PromptSpec;
@@ -34,12 +34,8 @@ export function checkGenerate(body: GenerateRequest, model: ResolvedModel): Temp
   return body.raw ? undefined : t;
 }
 
-/** What the prompt needs of the runner: its tokenizer and context (template), its capabilities (GGUF template). */
-export interface GenerateRuntime extends PromptRuntime {
-  info?: { thinking?: boolean | undefined; hasChatTemplate: boolean } | undefined;
-}
-
-export async function generatePrompt(body: GenerateRequest, model: ResolvedModel, t: Template | undefined, rt: GenerateRuntime): Promise<GeneratePrompt> {
+/** The prompt of a generate request; `rt` gives the tokenizer and context (Go template), the capabilities (GGUF template). */
+export async function generatePrompt(body: GenerateRequest, model: ResolvedModel, t: Template | undefined, rt: PromptRuntime): Promise<GeneratePrompt> {
   const context = body.context?.length ? body.context : undefined;
   if (body.raw) return { prompt: { kind: "text", text: body.prompt, context }, template: undefined, think: body.think };
   const system = body.system || model.system;

@@ -1,10 +1,10 @@
 /**
  * Turns Ollama's model options (the model's PARAMETER defaults, overridden by the request's
- * `options`) into what a runner job needs. Shared by generate and chat.
+ * `options`) into what a runner job needs. Shared by every completion.
  */
 import type { Logger } from "pino";
 import type { ModelOptions } from "../api/types.js";
-import type { SamplingSpec } from "../runner/protocol.js";
+import type { SamplingSpec } from "../runner/types.js";
 import { optionsSchema } from "../api/schemas.js";
 
 /** Ollama's defaults, so clients see the behaviour they know. */
@@ -29,7 +29,6 @@ export interface ResolvedOptions {
   maxTokens: number | undefined;
   fillContext: boolean;
   stop: string[];
-  numCtx: number | undefined;
   numGpu: number | undefined;
   /** Load settings, as Ollama's runner options: CPU threads (0: chosen by lmd), prompt batch size, memory-mapped weights. */
   numThread: number | undefined;
@@ -68,7 +67,6 @@ export function resolveOptions(modelParams: Record<string, unknown>, request: Mo
     maxTokens: numPredict >= 0 ? numPredict : undefined,
     fillContext: numPredict === -2,
     stop: stop.filter((s) => s !== ""),
-    numCtx: typeof o.num_ctx === "number" ? o.num_ctx : undefined,
     numGpu: typeof o.num_gpu === "number" ? o.num_gpu : undefined,
     numThread: typeof o.num_thread === "number" && o.num_thread > 0 ? o.num_thread : undefined,
     numBatch: typeof o.num_batch === "number" ? o.num_batch : undefined,
