@@ -30,7 +30,7 @@ export const VARIABLES = {
   SERVICE_MODELS_CONFIG: { default: "", meaning: "per-model policy file (YAML or JSON): num_parallel, num_ctx, keep_alive, pinned, preload, options; re-read on SIGHUP" },
   SERVICE_STREAM_INTERVAL: { default: "10ms", meaning: "how long a stream's tokens after its first are gathered before they are written: fewer writes and wake-ups per token; 0 = each token at once; at most 1s" },
   SERVICE_KV_CACHE_TYPE: { default: "f16", meaning: "element type of the KV cache: f16, q8_0 (about half the memory) or q4_0 (about a quarter); a quantized cache needs flash attention" },
-  SERVICE_FLASH_ATTENTION: { default: "auto", meaning: "flash attention: auto (on where the model and backend support it), or a boolean; q8_0 and q4_0 caches turn auto on" },
+  SERVICE_FLASH_ATTENTION: { default: "auto", meaning: "flash attention: auto (on where the model and backend support it, off on the CPU for heads narrower than 64), or a boolean; q8_0 and q4_0 caches turn auto on" },
   SERVICE_CACHE_DIR: { default: "", meaning: "directory of saved prompt prefixes (evaluated states restored after a restart, unload or eviction); default: cache beside the model store" },
   SERVICE_CACHE_MAX: { default: "8GiB", meaning: "cap on the saved prompt prefixes, least recently used removed first; 0 = none saved" },
   SERVICE_CACHE_MIN_TOKENS: { default: "1024", meaning: "a slot holding fewer tokens is not saved when its model unloads" },

@@ -7,6 +7,7 @@
  */
 import { GgmlType, GgufInsights, readGgufFileInfo, type Llama } from "node-llama-cpp";
 import type { LoadSpec, MemoryEstimate } from "./types.js";
+import { flashAttentionFor } from "./attention.js";
 
 /** Estimates RAM and VRAM for `spec`; resolves `gpuLayers` "auto" the way node-llama-cpp would. */
 export async function estimateLoad(llama: Llama, spec: LoadSpec): Promise<MemoryEstimate> {
@@ -15,12 +16,13 @@ export async function estimateLoad(llama: Llama, spec: LoadSpec): Promise<Memory
   const trainContext = insights.trainContextSize ?? spec.contextSize;
   const contextSize = Math.min(spec.contextSize, trainContext || spec.contextSize);
   const model = await insights.estimateModelResourceRequirementsV2({ gpuLayers });
+  const flashAttention = flashAttentionFor(spec, insights, gpuLayers);
   const context = await insights.estimateContextResourceRequirementsV2({
     contextSize,
     modelGpuLayers: gpuLayers,
     sequences: spec.sequences,
     ...(spec.batchSize === undefined ? {} : { batchSize: spec.batchSize }),
-    ...(spec.flashAttention === undefined ? {} : { flashAttention: spec.flashAttention }),
+    ...(flashAttention === undefined ? {} : { flashAttention }),
     ...(kvType(spec) === undefined ? {} : { kvCacheKeyType: kvType(spec), kvCacheValueType: kvType(spec) }),
   });
   const vram = llama.gpu === false ? { free: 0, total: 0 } : await llama.getVramState();

@@ -12,6 +12,7 @@ import { PrefixCache } from "../prefix-cache.js";
 import { thoughtTags } from "../thinking-form.js";
 import { installLinearTokenizer } from "../tokens.js";
 import { estimateLoad } from "../estimate.js";
+import { flashAttentionFor } from "../attention.js";
 import { openLlama } from "../engine.js";
 import { autoThreads } from "../../cpu.js";
 import { slotPredictors, type DraftResources } from "../speculative.js";
@@ -94,7 +95,7 @@ export async function loadModel(requested: LoadSpec, host: LoadHost): Promise<Lo
       threads: spec.threads,
       ...(spec.batchSize === undefined ? {} : { batchSize: spec.batchSize }),
       ...(spec.lora?.length ? { lora: { adapters: spec.lora.map((filePath) => ({ filePath })) } } : {}),
-      ...cacheOptions(spec),
+      ...cacheOptions({ ...spec, flashAttention: flashAttentionFor(spec, model.fileInsights, model.gpuLayers) }),
     });
   } catch (err) {
     await model.dispose().catch(() => undefined);
