@@ -10,8 +10,7 @@
  * step puts every waiting sequence's tokens into one batch (continuing generations first, then
  * prompts up to the batch size), decodes it, samples each sequence's next token right behind the
  * decode on the same libuv thread, and hands the tokens back. The next step starts once every
- * generation that goes on has queued its next token (a `setImmediate` after the results are handed
- * out). It holds node-llama-cpp's context lock for each step, so decodes node-llama-cpp dispatches
+ * generation that goes on has queued its next token. It holds node-llama-cpp's context lock for each step, so decodes node-llama-cpp dispatches
  * itself (the cases below) never overlap it.
  *
  * The sampling is node-llama-cpp's own (`_resolveSamplerConfig` per token, one sampler per
@@ -96,12 +95,16 @@ const sampleBehindDecode = process.env.UV_THREADPOOL_SIZE === "1";
 /** One context's decode steps. */
 export class DecodeLoop {
   private readonly queue: Request[] = [];
-  private scheduled = false;
   private running = false;
   /** The last step left single tokens for this one (see select). */
   private deferredSingles = false;
   /** When the last decode was queued (performance.now()). */
   private lastDecodeAt = -Infinity;
+  private immediate: NodeJS.Immediate | undefined;
+  /** The last step handed tokens. */
+  private handedLast = false;
+  /** The sequences the last step handed a token that have not asked for their next one yet. */
+  private readonly awaited = new Set<SequenceInternals>();
 
   /**
    * @param onDecode called right after each decode is queued, with the time since the one before
@@ -121,21 +124,31 @@ export class DecodeLoop {
   next(sequence: SequenceInternals, tokens: Token[], sample: (logit: number) => Promise<number>): Promise<number> {
     return new Promise<number>((resolve, reject) => {
       this.queue.push({ sequence, tokens, done: 0, sample, resolve, reject });
+      this.awaited.delete(sequence);
       this.schedule();
     });
   }
 
+  /** The next step: at once when every generation handed a token has queued its next, else after this turn (one ended or paused). */
   private schedule(): void {
-    if (this.scheduled || this.running || this.queue.length === 0) return;
-    this.scheduled = true;
-    // After the microtasks: every generation handed a token in the last step has queued its next one.
-    setImmediate(() => {
-      this.scheduled = false;
-      this.running = true;
-      void withLock([this.context, "context"], () => this.step()).finally(() => {
-        this.running = false;
-        this.schedule();
-      });
+    if (this.running || this.queue.length === 0) return;
+    const ready = this.handedLast && this.awaited.size === 0;
+    if (this.immediate !== undefined) {
+      if (!ready) return;
+      clearImmediate(this.immediate);
+    }
+    if (ready) return this.start();
+    this.immediate = setImmediate(() => this.start());
+  }
+
+  private start(): void {
+    this.immediate = undefined;
+    this.running = true;
+    this.handedLast = false;
+    this.awaited.clear();
+    void withLock([this.context, "context"], () => this.step()).finally(() => {
+      this.running = false;
+      this.schedule();
     });
   }
 
@@ -202,6 +215,8 @@ export class DecodeLoop {
       request.done += count;
       if (item.sampled === undefined) continue;
       this.remove(request);
+      this.awaited.add(sequence);
+      this.handedLast = true;
       item.sampled.then(request.resolve, request.reject);
     }
     // Each request is handed its token when its sampling ends; the step ends when all have.
