@@ -11,7 +11,8 @@
  * `--quick` (2 rounds, serving figures 1 round, 32 tokens) runs every section fast: it checks that
  * the command works, its figures mean nothing.
  *
- * `--only <section>` runs one section (`--serving-rounds` rounds) and prints its rows: `aggregate`
+ * `--only <section>` runs one section (`--serving-rounds` rounds) and prints its rows: `single`
+ * (single-stream decode, lmd vs direct and llama-server, `--rounds` rounds), `aggregate`
  * (4 and 8 streams, against llama-server with `--llama-server`; no TTFT-under-load probes), `busy`
  * (the busy-host and two-models rows), `speculative` (the speculative-decoding rows), `memory`
  * (KV-cache types and saved prompt prefixes, bench/memory.ts) or `tokenize` (long texts through
@@ -72,7 +73,7 @@ const { values: args } = parseArgs({
     only: { type: "string" },
   },
 });
-const sections = ["aggregate", "busy", "speculative", "memory", "tokenize"] as const;
+const sections = ["single", "aggregate", "busy", "speculative", "memory", "tokenize"] as const;
 type Section = (typeof sections)[number];
 const isSection = (s: string | undefined): s is Section => sections.includes(s as Section);
 if (args.only !== undefined && !isSection(args.only)) {
@@ -198,7 +199,8 @@ async function main(): Promise<void> {
   if (args["llama-server-bin"]) useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, gpu ? path.join(cache, "llama-server.log") : undefined);
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
   if (args.only === "memory" || args.only === "tokenize") return onlyRows(args.only, modelFile);
-  if (isSection(args.only) && args.only !== "memory" && args.only !== "tokenize") return only(modelFile, args.only);
+  if (args.only === "single") return onlySingle(modelFile);
+  if (isSection(args.only) && args.only !== "single" && args.only !== "memory" && args.only !== "tokenize") return only(modelFile, args.only);
   const idleLmd = await startLmd(modelFile, {});
   await new Promise((r) => setTimeout(r, 1000));
   const rssIdle = rssMb(idleLmd.child.pid);
@@ -368,8 +370,53 @@ async function onlyRows(section: "memory" | "tokenize", modelFile: string): Prom
   process.exit(0);
 }
 
+/**
+ * `--only single`: single-stream decode alone, lmd (4 slots, as in the full run) against
+ * node-llama-cpp direct and llama-server `-np 1`, the three in an order that rotates each round,
+ * each warmed up with the measured workload first.
+ */
+async function onlySingle(modelFile: string): Promise<void> {
+  const lmd = await startLmd(modelFile, { SERVICE_NUM_PARALLEL: "4", SERVICE_KEEP_ALIVE: "-1" });
+  const direct = startDirect();
+  await direct.call({ op: "load", model: modelFile, threads, sequences: 4, contextSize: 4096 });
+  const server = args["llama-server"] ? await startLlamaServer(root, cache, modelFile, threads, 1, engine) : undefined;
+  const sides: [string, () => Promise<number>][] = [
+    ["lmd", async () => rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 1, sampling))],
+    ["direct", async () => rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 1 }))],
+    ...(server ? [["llama-server", () => llamaServerDecode(server.url, "Once upon a time", tokens, sampling)] as [string, () => Promise<number>]] : []),
+  ];
+  for (let i = 0; i < Math.ceil(warmUpTokens / tokens); i++) for (const [, decode] of sides) await decode();
+  const r: Record<string, number[]> = {};
+  for (let round = 0; round < rounds; round++) {
+    log(`single stream, round ${round + 1}/${rounds}`);
+    for (let i = 0; i < sides.length; i++) {
+      const [name, decode] = sides[(round + i) % sides.length]!;
+      await settle();
+      (r[name] ??= []).push(await decode());
+    }
+  }
+  direct.child.send({ op: "exit" });
+  await stopProcess(server?.child);
+  await stopProcess(lmd.child);
+  const m = (k: string) => median(r[k] ?? []);
+  const f = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : "—");
+  const each = (k: string) => (r[k] ?? []).map((x) => x.toFixed(0)).join(", ");
+  const rows: Row[] = [
+    ["single-stream decode tok/s, lmd vs llama-server (`-np 1`)", server ? `${f(m("lmd"))} vs ${f(m("llama-server"))} (rounds: lmd ${each("lmd")}; llama-server ${each("llama-server")})` : f(m("lmd")), server ? (m("lmd") / m("llama-server")).toFixed(3) : "—", "≥ 0.9"],
+    ["single-stream decode tok/s, lmd HTTP vs node-llama-cpp direct", `${f(m("lmd"))} vs ${f(m("direct"))}`, (m("lmd") / m("direct")).toFixed(3), "≥ 0.97"],
+  ];
+  const minutes = ((performance.now() - started) / 60_000).toFixed(1);
+  process.stdout.write(
+    ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n") +
+      `\n\n${path.basename(modelFile)}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; ${minutes} min; ` +
+      `load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}\n`,
+  );
+  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, rounds, tokens, only: "single", samples: r, llamaServer: llamaServerEngine() }, null, 2));
+  process.exit(0);
+}
+
 /** `--only <section>`: one section of the serving figures, its rows and the load. */
-async function only(modelFile: string, section: Exclude<Section, "memory" | "tokenize">): Promise<void> {
+async function only(modelFile: string, section: Exclude<Section, "single" | "memory" | "tokenize">): Promise<void> {
   const serving = await servingFigures({
     startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
     startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel, engine) : undefined,
