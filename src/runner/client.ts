@@ -21,6 +21,8 @@ interface PendingJob {
   paused?: boolean;
   /** The child renders this job's prompt with the model's chat template: timed from its `render-start`. */
   renders?: boolean;
+  /** What the sink threw: the job is being cancelled, and fails with it when it ends. */
+  failed?: Error;
   /** The `tokens` parts received so far. */
   parts?: TokenParts;
   /** Receives the job's result: GenerateStats, EmbedResult, RankResult, text or tokens by job type. */
@@ -129,12 +131,13 @@ export class Runner implements RunnerHandle {
         signal?.removeEventListener("abort", onAbort);
         this.renders.stop(id);
       };
-      this.jobs.set(id, {
+      const job: PendingJob = {
         sink,
         renders,
-        resolve: (result) => (cleanup(), resolve(result as T)),
+        resolve: (result) => (cleanup(), job.failed ? reject(job.failed) : resolve(result as T)),
         reject: (err) => (cleanup(), reject(err)),
-      });
+      };
+      this.jobs.set(id, job);
       this.send(msg);
       if (signal?.aborted) onAbort();
     });
@@ -180,7 +183,7 @@ export class Runner implements RunnerHandle {
   private handle(msg: FromRunner): void {
     switch (msg.type) {
       case "chunk":
-        this.jobs.get(msg.id)?.sink?.onText(msg.text, msg.logprobs);
+        this.toSink(msg.id, (sink) => sink.onText(msg.text, msg.logprobs));
         this.holdIfBlocked(msg.id);
         break;
       case "done":
@@ -197,7 +200,7 @@ export class Runner implements RunnerHandle {
         this.renderEnded(msg.id);
         break;
       case "thinking":
-        this.jobs.get(msg.id)?.sink?.onThinking?.(msg.text);
+        this.toSink(msg.id, (sink) => sink.onThinking?.(msg.text));
         this.holdIfBlocked(msg.id);
         break;
       case "chat-done":
@@ -242,11 +245,21 @@ export class Runner implements RunnerHandle {
   /** A chat job ended: its tool calls go to the sink, as the other output did, and its stats settle it. */
   private chatDone(id: number, result: ChatResult): void {
     this.onStats?.(result.stats);
-    const job = this.jobs.get(id);
+    if (result.toolCalls.length > 0 && result.stats.doneReason !== "cancelled") this.toSink(id, (sink) => sink.onToolCalls?.(result.toolCalls));
+    this.jobs.get(id)?.resolve(result.stats);
     this.jobs.delete(id);
-    if (!job) return;
-    if (result.toolCalls.length > 0 && result.stats.doneReason !== "cancelled") job.sink?.onToolCalls?.(result.toolCalls);
-    job.resolve(result.stats);
+  }
+
+  /** Hands output to job `id`'s sink; on a throw the job is cancelled, and fails with the error once the child ended it (slot free again). */
+  private toSink(id: number, give: (sink: CompletionSink) => void): void {
+    const job = this.jobs.get(id);
+    if (!job?.sink || job.failed) return;
+    try {
+      give(job.sink);
+    } catch (err) {
+      job.failed = err instanceof Error ? err : new Error(String(err));
+      this.send({ type: "cancel", id });
+    }
   }
 
   /**
@@ -257,7 +270,7 @@ export class Runner implements RunnerHandle {
   private holdIfBlocked(id: number): void {
     const job = this.jobs.get(id);
     const flow = job?.sink?.flow;
-    if (!job || !flow?.blocked || job.paused) return;
+    if (!job || !flow?.blocked || job.paused || job.failed) return;
     job.paused = true;
     this.send({ type: "pause", id });
     flow.whenReady(() => {

@@ -1,0 +1,43 @@
+/**
+ * A completion's sink that throws (src/runner/client.ts): the sink's callbacks run inside the
+ * child's IPC message listener, so a throw there escaped as an uncaught exception and the job's
+ * promise never settled (the scheduler's lease on the runner was then never given back). The job
+ * now fails with the sink's error once the child, told to cancel it, ended it; the runner takes the next job.
+ */
+import { pino } from "pino";
+import t from "tap";
+import { Runner } from "../../src/runner/client.js";
+import type { GenerateJob, LoadSpec } from "../../src/runner/types.js";
+import { testGguf } from "../helpers/models.js";
+
+const job: GenerateJob = {
+  prompt: { kind: "text", text: "Once upon a time" },
+  sampling: { temperature: 0, topK: 40, topP: 0.9, minP: 0, seed: 1, repeatPenalty: 1, repeatLastN: 64, presencePenalty: 0, frequencyPenalty: 0, penalizeNewline: true },
+  maxTokens: 300,
+  stop: [],
+};
+
+t.test("a sink whose onText throws fails its job, which the child cancels", async (t) => {
+  const log = pino({ level: "silent" });
+  const spec: LoadSpec = { path: await testGguf({ preset: "tiny" }), contextSize: 512, sequences: 1, threads: 1, gpu: false };
+  const runner = await Runner.start(spec, { name: "tiny", log, loadTimeoutMs: 60_000 });
+  t.teardown(() => runner.stop());
+  const evals: number[] = [];
+  runner.onStats = (stats) => void evals.push(stats.evalCount);
+
+  const full = await runner.complete({ kind: "generate", job }, { onText: () => undefined });
+  let calls = 0;
+  const failing = runner.complete({ kind: "generate", job }, {
+    onText: () => {
+      calls++;
+      throw new Error("the route's callback failed");
+    },
+  });
+  await t.rejects(failing, { message: "the route's callback failed" });
+  t.equal(calls, 1, "no output reaches the sink after it threw");
+
+  // The failed job settled only once the child ended it: its slot is free for the next one.
+  const after = await runner.complete({ kind: "generate", job }, { onText: () => undefined });
+  t.equal(after.evalCount, full.evalCount, "the next job runs as before");
+  t.equal(evals.length, 3, "the child reported the end of every job");
+});
