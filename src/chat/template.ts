@@ -6,15 +6,12 @@
  * content and tool calls by Ollama's parsers (template/thinking.ts, template/tools.ts), or by its
  * harmony parser for gpt-oss (template/harmony.ts).
  */
-import { LRUCache } from "lru-cache";
 import type { ChatTurn, ToolCallSpec, ToolSpec } from "../runner/types.js";
 import { goTemplateOf } from "../store/store.js";
 import { parseTemplate, type OllamaMessage, type Template } from "../template/index.js";
 import { inferThinkingTags, ThinkingParser } from "../template/thinking.js";
 import { toolCallTag, ToolCallParser } from "../template/tools.js";
 
-/** Parsed templates by source: a model's template is parsed once, not per request. */
-const parsed = new LRUCache<string, Template>({ max: 64 });
 const tags = new WeakMap<Template, { thinking: [string, string]; tool: string }>();
 
 /** The parsed Go template a model's prompts are rendered with, if any (store.goTemplateOf). */
@@ -25,12 +22,7 @@ export function goTemplateIn(model: { template: string | undefined; renderer: st
 
 /** The parsed Go template (400 naming the position on a syntax error). */
 export function goTemplate(source: string): Template {
-  let t = parsed.get(source);
-  if (!t) {
-    t = parseTemplate(source);
-    parsed.set(source, t);
-  }
-  return t;
+  return parseTemplate(source);
 }
 
 function tagsOf(t: Template): { thinking: [string, string]; tool: string } {
