@@ -31,7 +31,7 @@ import { metricsRoutes } from "./routes/metrics.js";
 import { Metrics } from "./metrics.js";
 import { rootRoutes } from "./routes/root.js";
 import { healthRoutes } from "./routes/health.js";
-import type { Services } from "./routes/services.js";
+import type { Services } from "./chat/services.js";
 import { Runner } from "./runner/client.js";
 import { Scheduler, type StartRunner } from "./scheduler/scheduler.js";
 import { PolicyTable, readPolicyFile } from "./scheduler/policy.js";

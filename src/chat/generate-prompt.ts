@@ -15,7 +15,7 @@ import { chatPrompt, thinkValues, type ThinkValue } from "../template/prompt.js"
 import { effectiveThink, NeedsRunner, noRunner, type PromptRuntime } from "./prompt.js";
 import { goTemplateIn } from "./template.js";
 
-export interface GeneratePrompt {
+interface GeneratePrompt {
   prompt: PromptSpec;
   /** The Go template in effect (for the thinking parser), if any. */
   template: Template | undefined;

@@ -8,7 +8,7 @@ import type { SamplingSpec } from "../runner/types.js";
 import { optionsSchema } from "../api/schemas.js";
 
 /** Ollama's defaults, so clients see the behaviour they know. */
-export const DEFAULT_OPTIONS = {
+const DEFAULT_OPTIONS = {
   temperature: 0.8,
   top_k: 40,
   top_p: 0.9,
@@ -84,7 +84,7 @@ function pickKnown(source: Record<string, unknown>): Record<string, unknown> {
 }
 
 /** How many context lengths a request may generate when SERVICE_MAX_PREDICT is 0 (auto). */
-export const AUTO_MAX_PREDICT_CONTEXTS = 4;
+const AUTO_MAX_PREDICT_CONTEXTS = 4;
 
 /**
  * The server-side cap on generated tokens (SERVICE_MAX_PREDICT): a model that never emits an end

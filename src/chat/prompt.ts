@@ -70,7 +70,7 @@ export function effectiveThink(t: Template, name: string, think: ThinkValue, har
 }
 
 /** `think` for a GGUF template: on, off or its default; on for a model without thoughts is a 400. */
-export function ggufThink(name: string, think: ThinkValue, rt: PromptRuntime): boolean | undefined {
+function ggufThink(name: string, think: ThinkValue, rt: PromptRuntime): boolean | undefined {
   const on = think === undefined ? undefined : think !== false;
   if (on === true && !rt.info?.thinking) throw new BadRequestError(`"${name}" does not support thinking`);
   return on;
@@ -92,7 +92,7 @@ export async function chatPrompt(target: Target, call: ChatCall, rt: PromptRunti
 }
 
 /** A chat through a Go template, its conversation complete. */
-export interface TemplateCall {
+interface TemplateCall {
   /** The name as the client wrote it (for the thinking error). */
   name: string;
   turns: ChatTurn[];

@@ -5,7 +5,7 @@
  * real run, `_debug_render_only` and token counting build the prompt through the same `chatPrompt`.
  */
 import type { CompletionSink } from "../runner/handle.js";
-import type { GenerateStats, GrammarSpec } from "../runner/types.js";
+import type { GenerateStats } from "../runner/types.js";
 import { chatPrompt, NeedsRunner, noRunner, runtimeOf, type ChatCall } from "./prompt.js";
 import type { Services } from "./services.js";
 import { requireCompletion, withLease, type Target } from "./target.js";
@@ -85,11 +85,11 @@ export async function countChatTokens(services: Services, signal: AbortSignal, t
 }
 
 /** Raw text completion (for `/v1/completions`): the prompt is evaluated as given, no template. */
-export function runCompletion(services: Services, target: Target, prompt: string, grammar: GrammarSpec | undefined, logprobs: number | undefined, sink: CompletionSink & { signal: AbortSignal }): Promise<CompletionOutput> {
+export function runCompletion(services: Services, target: Target, prompt: string, logprobs: number | undefined, sink: CompletionSink & { signal: AbortSignal }): Promise<CompletionOutput> {
   const { opts } = target;
   return withLease(services, sink.signal, target, async (lease) => {
     if (opts.maxTokens === 0) return { loadNs: lease.loadNs, stats: emptyStats("length") };
-    const job = { prompt: { kind: "text" as const, text: prompt }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs, truncate: services.config.truncate };
+    const job = { prompt: { kind: "text" as const, text: prompt }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, logprobs, truncate: services.config.truncate };
     return { loadNs: lease.loadNs, stats: await lease.runner.complete({ kind: "generate", job }, sink) };
   });
 }

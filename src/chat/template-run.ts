@@ -13,7 +13,7 @@ import { renderTemplate, type ChatPrompt, type PromptRuntime } from "./prompt.js
 import { type OutputParser, OutputSplitter, templateThinks } from "./template.js";
 
 /** A Go-template chat to run: its rendered prompt (with what a second pass renders again) and its settings. */
-export interface TemplateRun {
+interface TemplateRun {
   prompt: Extract<ChatPrompt, { kind: "template" }>;
   opts: ResolvedOptions;
   grammar?: GrammarSpec | undefined;

@@ -11,7 +11,7 @@ import { sendEmpty } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { digestHex } from "../store/store.js";
 import { UnreferencedBlobs } from "../store/unreferenced.js";
-import type { Services } from "./services.js";
+import type { Services } from "../chat/services.js";
 
 /** Adds the routes and starts collecting unreferenced blobs; returns the function that stops it. */
 export function blobRoutes(router: Router, services: Services): () => void {

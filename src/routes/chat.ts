@@ -22,7 +22,7 @@ import { isoNow } from "../units.js";
 import { parseFormat, parseKeepAlive } from "./generate.js";
 import { ollamaLogprobs, toOllama } from "./logprobs.js";
 import { finalStats, toOllamaCalls } from "./ollama-wire.js";
-import type { Services } from "./services.js";
+import type { Services } from "../chat/services.js";
 
 const validate = compileValidator<ChatRequest>(chatSchema);
 

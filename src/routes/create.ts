@@ -22,7 +22,7 @@ import { withNames } from "../store/locks.js";
 import { digestHex, isDigest, MEDIA, type Layer, type ModelStore } from "../store/store.js";
 import { parseTemplate } from "../template/index.js";
 import { modelField, Progress, requireIdle } from "./model-common.js";
-import type { Services } from "./services.js";
+import type { Services } from "../chat/services.js";
 
 const validate = compileValidator<CreateRequest>(createSchema);
 

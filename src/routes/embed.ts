@@ -12,7 +12,7 @@ import { compileValidator } from "../http/validate.js";
 import { normalize, runEmbed } from "../chat/embed.js";
 import { resolveTarget } from "../chat/target.js";
 import { parseKeepAlive } from "./generate.js";
-import type { Services } from "./services.js";
+import type { Services } from "../chat/services.js";
 
 const validateEmbed = compileValidator<EmbedRequest>(embedSchema);
 const validateEmbeddings = compileValidator<EmbeddingsRequest>(embeddingsSchema);

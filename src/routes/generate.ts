@@ -18,7 +18,7 @@ import { compileValidator } from "../http/validate.js";
 import { isoNow, parseDuration } from "../units.js";
 import { ollamaLogprobs, toOllama } from "./logprobs.js";
 import { finalStats, toOllamaCalls } from "./ollama-wire.js";
-import type { Services } from "./services.js";
+import type { Services } from "../chat/services.js";
 
 const validate = compileValidator<GenerateRequest>(generateSchema);
 

@@ -11,7 +11,7 @@
 import { NotReadyError, ShuttingDownError } from "../errors.js";
 import { sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
-import type { Services } from "./services.js";
+import type { Services } from "../chat/services.js";
 
 export function healthRoutes(router: Router, services: Services): void {
   router.add(["GET", "HEAD"], "/healthz", (ctx) => sendJson(ctx.res, 200, { status: "ok" }));

@@ -17,7 +17,7 @@ import { commitManifest, deleteModel, listModels, manifestDigests } from "../sto
 import { withNames } from "../store/locks.js";
 import { goTemplateOf, MEDIA, type Manifest, type ModelStore } from "../store/store.js";
 import { modelField, requireIdle } from "./model-common.js";
-import type { Services } from "./services.js";
+import type { Services } from "../chat/services.js";
 
 const validateShow = compileValidator<ShowRequest>(showSchema);
 const validateCopy = compileValidator<CopyRequest>(copySchema);

@@ -14,7 +14,7 @@ import { sendJson } from "../http/respond.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { modelDetails } from "../store/model-info.js";
 import { listModels } from "../store/admin.js";
-import type { Services } from "./services.js";
+import type { Services } from "../chat/services.js";
 
 /** "Forever": what Ollama reports for a negative keep_alive. */
 const FOREVER = new Date("2318-01-01T00:00:00Z");

@@ -24,7 +24,7 @@ import { commitManifest, manifestDigests, removeUnreferenced } from "../store/ad
 import { withNames } from "../store/locks.js";
 import type { Layer } from "../store/store.js";
 import { assertIdle, modelField, Progress, unloadIfIdle } from "./model-common.js";
-import type { Services } from "./services.js";
+import type { Services } from "../chat/services.js";
 
 const validate = compileValidator<PullRequest>(pullSchema);
 

@@ -15,7 +15,7 @@ import { registryRef } from "../registry/reference.js";
 import { pushBlob, pushManifest } from "../registry/push.js";
 import { openClient } from "../registry/client.js";
 import { modelField, Progress } from "./model-common.js";
-import type { Services } from "./services.js";
+import type { Services } from "../chat/services.js";
 
 const validate = compileValidator<PushRequest>(pushSchema);
 

@@ -13,7 +13,7 @@ import { compileValidator } from "../http/validate.js";
 import { runRank } from "../chat/embed.js";
 import { resolveTarget } from "../chat/target.js";
 import { parseKeepAlive } from "./generate.js";
-import type { Services } from "./services.js";
+import type { Services } from "../chat/services.js";
 
 const validate = compileValidator<RerankRequest>(rerankSchema);
 

@@ -15,7 +15,7 @@ import { compileValidator } from "../http/validate.js";
 import { detokenize as detokenizeText, tokenize as tokenizeText } from "../chat/embed.js";
 import { resolveTarget } from "../chat/target.js";
 import { parseKeepAlive } from "./generate.js";
-import type { Services } from "./services.js";
+import type { Services } from "../chat/services.js";
 
 const validateTokenize = compileValidator<TokenizeRequest>(tokenizeSchema);
 const validateDetokenize = compileValidator<DetokenizeRequest>(detokenizeSchema);

@@ -17,7 +17,7 @@ import { compileValidator } from "../../http/validate.js";
 import { countChatTokens, runChat } from "../../chat/run.js";
 import { resolveTarget } from "../../chat/target.js";
 import type { ToolCallSpec } from "../../chat/types.js";
-import type { Services } from "../services.js";
+import type { Services } from "../../chat/services.js";
 import { anthropicId, stopReason, toChatCall, toGrammar, toOptions, toolUseBlocks, usageOf } from "./convert.js";
 import { MessageEvents } from "./stream.js";
 

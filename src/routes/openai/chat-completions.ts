@@ -13,7 +13,7 @@ import { runChat } from "../../chat/run.js";
 import { resolveTarget } from "../../chat/target.js";
 import type { TokenLogprob, ToolCallSpec } from "../../chat/types.js";
 import { toOpenAIContent } from "../logprobs.js";
-import type { Services } from "../services.js";
+import type { Services } from "../../chat/services.js";
 import { finishReason, responseId, SYSTEM_FINGERPRINT, toGrammar, toOpenAICalls, toOptions, toToolChoice, toThink, toTools, toTurns, unixNow, usageOf } from "./convert.js";
 
 const validate = compileValidator<OpenAIChatRequest>(openaiChatSchema);

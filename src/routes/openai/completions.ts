@@ -13,7 +13,7 @@ import { runCompletion } from "../../chat/run.js";
 import { requireCompletion, resolveTarget } from "../../chat/target.js";
 import type { TokenLogprob } from "../../chat/types.js";
 import { toLegacy } from "../logprobs.js";
-import type { Services } from "../services.js";
+import type { Services } from "../../chat/services.js";
 import { finishReason, responseId, SYSTEM_FINGERPRINT, toOptions, unixNow, usageOf } from "./convert.js";
 
 const validate = compileValidator<OpenAICompletionRequest>(openaiCompletionSchema);
@@ -43,7 +43,7 @@ export async function completions(ctx: RequestContext, services: Services): Prom
       if (lps) allLogprobs.push(...lps);
     }
   };
-  const { stats } = await runCompletion(services, target, prompt, undefined, logprobs, { signal: ctx.signal, flow: outputFlow(ctx.res), onText });
+  const { stats } = await runCompletion(services, target, prompt, logprobs, { signal: ctx.signal, flow: outputFlow(ctx.res), onText });
   if (stats.doneReason === "cancelled") return; // the client is gone
   const usage = usageOf(stats);
   if (stream) {

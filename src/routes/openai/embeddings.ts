@@ -10,7 +10,7 @@ import type { RequestContext } from "../../http/router.js";
 import { compileValidator } from "../../http/validate.js";
 import { normalize, runEmbed } from "../../chat/embed.js";
 import { resolveTarget } from "../../chat/target.js";
-import type { Services } from "../services.js";
+import type { Services } from "../../chat/services.js";
 
 const validate = compileValidator<OpenAIEmbeddingRequest>(openaiEmbeddingSchema);
 

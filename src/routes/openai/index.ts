@@ -4,7 +4,7 @@
  * their error classes (404 → NotFoundError, 400 → BadRequestError).
  */
 import type { Router } from "../../http/router.js";
-import type { Services } from "../services.js";
+import type { Services } from "../../chat/services.js";
 import { chatCompletions } from "./chat-completions.js";
 import { completions } from "./completions.js";
 import { embeddings } from "./embeddings.js";

@@ -7,7 +7,7 @@ import { sendJson } from "../../http/respond.js";
 import type { RequestContext } from "../../http/router.js";
 import type { ModelName } from "../../store/names.js";
 import { listModels } from "../../store/admin.js";
-import type { Services } from "../services.js";
+import type { Services } from "../../chat/services.js";
 
 function entry(id: string, name: ModelName, modifiedAt: Date): OpenAIModel {
   return { id, object: "model", created: Math.floor(modifiedAt.getTime() / 1000), owned_by: name.namespace };

@@ -13,7 +13,7 @@ import type { GenerateStats, ToolCallSpec } from "../../chat/types.js";
 import { runChat } from "../../chat/run.js";
 import { resolveTarget } from "../../chat/target.js";
 import { toOpenAIContent } from "../logprobs.js";
-import type { Services } from "../services.js";
+import type { Services } from "../../chat/services.js";
 import { toChatCall, toOptions } from "./responses-convert.js";
 import { ResponseOutput } from "./responses-stream.js";
 
