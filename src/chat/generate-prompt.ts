@@ -11,7 +11,7 @@ import type { Lease } from "../scheduler/scheduler.js";
 import type { ResolvedModel } from "../store/store.js";
 import { parseTemplate, renderInWorker, type OllamaMessage, type Template } from "../template/index.js";
 import { usesHarmony } from "../template/harmony.js";
-import { chatPrompt, thinkValues, type ThinkValue } from "../template/prompt.js";
+import { fitHistory, thinkValues, type ThinkValue } from "../template/history.js";
 import { effectiveThink, NeedsRunner, noRunner, type PromptRuntime } from "./prompt.js";
 import { goTemplateIn } from "./template.js";
 
@@ -54,7 +54,7 @@ export async function generatePrompt(body: GenerateRequest, model: ResolvedModel
   let text: string;
   if (body.suffix) text = await renderInWorker(t, { messages: [], prompt: body.prompt, suffix: body.suffix, ...thinkValues(think) });
   else if (body.template) text = await renderInWorker(t, { messages, ...thinkValues(think) });
-  else text = (await chatPrompt(t, { messages, think, numCtx: rt.contextSize, tokenize: (s) => rt.tokenize(s) })).prompt;
+  else text = (await fitHistory(t, { messages, think, numCtx: rt.contextSize, tokenize: (s) => rt.tokenize(s) })).prompt;
   return { prompt: { kind: "text", text, context }, template: t, think, harmony };
 }
 

@@ -5,11 +5,11 @@
  */
 import type { GenerateRequest } from "../api/types.js";
 import type { CompletionSink } from "../runner/handle.js";
-import type { GrammarSpec, TokenLogprob } from "../runner/types.js";
+import { emptyStats, type GrammarSpec, type TokenLogprob } from "../runner/types.js";
 import { HarmonyOutput } from "../template/harmony.js";
 import { checkGenerate, generatePrompt, promptText, quickRender } from "./generate-prompt.js";
 import { runtimeOf } from "./prompt.js";
-import { emptyStats, type CompletionOutput } from "./run.js";
+import type { CompletionOutput } from "./run.js";
 import type { Services } from "./services.js";
 import { withLease, type Target } from "./target.js";
 import { type OutputParser, OutputSplitter } from "./template.js";

@@ -9,7 +9,7 @@ import { BadRequestError } from "../errors.js";
 import type { Lease } from "../scheduler/scheduler.js";
 import type { Template } from "../template/index.js";
 import { HarmonyOutput, usesHarmony } from "../template/harmony.js";
-import { chatPrompt as templatePrompt, type ThinkValue } from "../template/prompt.js";
+import { fitHistory, type ThinkValue } from "../template/history.js";
 import type { ChatTurn, GrammarSpec, ToolChoice, ToolSpec } from "../runner/types.js";
 import { conversation, type Target } from "./target.js";
 import { goTemplateIn, templateThinks, toApiTools, toMessages } from "./template.js";
@@ -115,8 +115,8 @@ export async function renderTemplate(rt: PromptRuntime, t: Template, call: Templ
   const harmony = call.harmony ? new HarmonyOutput(call.turns.at(-1)) : undefined;
   const shown = harmony && tools ? tools.map((x) => ({ ...x, name: harmony.names.add(x.name) })) : tools;
   const input = { messages: toMessages(call.turns), tools: toApiTools(shown), think, numCtx: rt.contextSize, tokenize: (text: string) => rt.tokenize(text), truncate: call.truncate };
-  const { prompt, dropped } = await templatePrompt(t, input);
+  const { prompt, dropped } = await fitHistory(t, input);
   // The tokens the dropped messages took: the whole history's prompt less the one kept (reported as truncated_tokens).
-  const droppedTokens = dropped > 0 ? Math.max(0, (await rt.tokenize((await templatePrompt(t, { ...input, truncate: false })).prompt)).length - (await rt.tokenize(prompt)).length) : 0;
+  const droppedTokens = dropped > 0 ? Math.max(0, (await rt.tokenize((await fitHistory(t, { ...input, truncate: false })).prompt)).length - (await rt.tokenize(prompt)).length) : 0;
   return { kind: "template", template: t, text: prompt, think, tools, droppedTokens, harmony, call };
 }

@@ -5,7 +5,7 @@
  * real run, `_debug_render_only` and token counting build the prompt through the same `chatPrompt`.
  */
 import type { CompletionSink } from "../runner/handle.js";
-import type { GenerateStats } from "../runner/types.js";
+import { emptyStats, type GenerateStats } from "../runner/types.js";
 import { chatPrompt, NeedsRunner, noRunner, runtimeOf, type ChatCall } from "./prompt.js";
 import type { Services } from "./services.js";
 import { requireCompletion, withLease, type Target } from "./target.js";
@@ -92,9 +92,4 @@ export function runCompletion(services: Services, target: Target, prompt: string
     const job = { prompt: { kind: "text" as const, text: prompt }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, logprobs, truncate: services.config.truncate };
     return { loadNs: lease.loadNs, stats: await lease.runner.complete({ kind: "generate", job }, sink) };
   });
-}
-
-/** Stats of a job that generated nothing (`num_predict: 0`). */
-export function emptyStats(doneReason: GenerateStats["doneReason"], context: number[] = []): GenerateStats {
-  return { promptTokens: 0, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason, context, truncatedTokens: 0 };
 }

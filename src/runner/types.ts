@@ -278,6 +278,11 @@ export interface GenerateStats {
   draft?: { proposed: number; accepted: number } | undefined;
 }
 
+/** Stats of a job that evaluated and generated nothing (cancelled before it ran, or `num_predict: 0`). */
+export function emptyStats(doneReason: DoneReason, context: number[] = []): GenerateStats {
+  return { promptTokens: 0, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason, context, truncatedTokens: 0 };
+}
+
 /** Render-only (`_debug_render_only`): the prompt a chat job would evaluate, as text, nothing generated. */
 export interface RenderJob {
   turns: ChatTurn[];

@@ -23,7 +23,7 @@ export interface ContextSources {
  */
 export function contextLength(sources: ContextSources, trained?: number): number {
   const { request, policy, params, fallback } = sources;
-  const asked = numberOf(request) ?? policy?.numCtx ?? numberOf(policy?.options.num_ctx) ?? numberOf(params.num_ctx) ?? fallback;
+  const asked = numberParam(request) ?? policy?.numCtx ?? numberParam(policy?.options.num_ctx) ?? numberParam(params.num_ctx) ?? fallback;
   return withinTrained(asked, trained);
 }
 
@@ -32,6 +32,7 @@ export function withinTrained(asked: number, trained: number | undefined): numbe
   return trained !== undefined && trained > 0 ? Math.min(asked, trained) : asked;
 }
 
-function numberOf(v: unknown): number | undefined {
-  return typeof v === "number" ? v : undefined;
+/** A model or policy parameter when it is a finite number. */
+export function numberParam(value: unknown): number | undefined {
+  return typeof value === "number" && Number.isFinite(value) ? value : undefined;
 }

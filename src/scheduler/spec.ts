@@ -4,7 +4,7 @@
  */
 import type { FlashAttention, KvCacheType, LoadSpec, RunnerGpu } from "../runner/types.js";
 import type { ResolvedModel } from "../store/store.js";
-import { contextLength, withinTrained } from "./context-length.js";
+import { contextLength, numberParam, withinTrained } from "./context-length.js";
 import type { ModelPolicy } from "./policy.js";
 import type { AcquireOptions, SchedulerOptions } from "./types.js";
 
@@ -71,8 +71,4 @@ export function specMatches(loaded: LoadSpec, wanted: LoadSpec, trainContextSize
     (wanted.lora ?? []).join("\n") === (loaded.lora ?? []).join("\n") &&
     JSON.stringify(wanted.speculation ?? null) === JSON.stringify(loaded.speculation ?? null)
   );
-}
-
-function numberParam(value: unknown): number | undefined {
-  return typeof value === "number" && Number.isFinite(value) ? value : undefined;
 }

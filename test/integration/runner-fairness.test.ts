@@ -1,6 +1,6 @@
 /**
  * Work for one request does not take a model's runner from others (src/runner/client.ts,
- * runner/render-budget.ts, runner/child/chat.ts, template/prompt.ts), on the real daemon and runner:
+ * runner/render-budget.ts, runner/child/chat.ts, template/history.ts), on the real daemon and runner:
  * - SERVICE_RENDER_TIMEOUT times the chat template's render from when the runner starts it, so
  *   a bystander's stream completes while another client's 1 MiB `/v1/messages/count_tokens` (and
  *   a streamed `/v1/responses` with 1 MiB of input) is tokenized;

@@ -15,7 +15,7 @@ import { CONTEXT_EXCEEDED } from "../protocol.js";
 import { withThinkingForm } from "../thinking-form.js";
 import { tokenizeLlamaText } from "../tokens.js";
 import type { FromRunner } from "../protocol.js";
-import type { ChatJob, ToolCallSpec } from "../types.js";
+import { emptyStats, type ChatJob, type ToolCallSpec } from "../types.js";
 import { clientSafe } from "./io.js";
 import { chatWrapperOf, forcingToolCall, functionsOf, toHistory } from "./chat-history.js";
 import { JobFailure, withJob, type Job, type JobHost } from "./job.js";
@@ -27,7 +27,7 @@ export function runChat(host: JobHost, id: number, job: ChatJob): Promise<void> 
 
 /** Cancelled before anything was generated (while the prompt was tokenized): as any cancel, a result. */
 function cancelled(id: number): FromRunner {
-  return { type: "chat-done", id, result: { toolCalls: [], stats: { promptTokens: 0, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason: "cancelled", context: [], truncatedTokens: 0 } } };
+  return { type: "chat-done", id, result: { toolCalls: [], stats: emptyStats("cancelled") } };
 }
 
 async function chat(j: Job, job: ChatJob): Promise<void> {

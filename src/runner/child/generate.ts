@@ -7,7 +7,7 @@ import type { LlamaCompletion, LlamaGrammar, LlamaModel, LlamaText, Token } from
 import { samplingOptions, stopSequenceOf } from "../sampling.js";
 import { CONTEXT_EXCEEDED } from "../protocol.js";
 import type { FromRunner } from "../protocol.js";
-import type { GenerateJob, GenerateStats, TokenLogprob } from "../types.js";
+import { emptyStats, type GenerateJob, type GenerateStats, type TokenLogprob } from "../types.js";
 import { answerPrompt } from "../thinking-form.js";
 import { tokenizeAsync, tokenizeLlamaText } from "../tokens.js";
 import { LogprobRecorder } from "../logprobs.js";
@@ -24,7 +24,7 @@ export function runGenerate(host: JobHost, id: number, job: GenerateJob): Promis
 
 /** Cancelled before anything was generated (while the prompt was tokenized): as any cancel, `done`. */
 function cancelled(id: number): FromRunner {
-  return { type: "done", id, stats: { promptTokens: 0, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason: "cancelled", context: [], truncatedTokens: 0 } };
+  return { type: "done", id, stats: emptyStats("cancelled") };
 }
 
 async function generate(j: Job, job: GenerateJob): Promise<void> {

@@ -38,7 +38,7 @@ function render(t: Template, messages: OllamaMessage[], tools: unknown[] | undef
  * render to fewer tokens), so a long history costs a few renders and tokenizations, not one per
  * message. Returns the prompt and the messages dropped.
  */
-export async function chatPrompt(t: Template, input: ChatPromptInput): Promise<{ prompt: string; dropped: number }> {
+export async function fitHistory(t: Template, input: ChatPromptInput): Promise<{ prompt: string; dropped: number }> {
   const { messages: msgs, tools, think, numCtx } = input;
   const last = msgs.length - 1;
   // Dropping the first `i` messages keeps the system messages among them.
