@@ -1,7 +1,7 @@
 /**
  * Saved prompt prefixes: the evaluated state of a slot, kept on disk so that a later load of the
  * same model (after a restart, a keep-alive expiry or an eviction) restores a long shared prefix
- * instead of evaluating it again. Runner-side; child.ts saves at unload and restores before a job.
+ * instead of evaluating it again. Runner-side; child/model.ts saves at unload and restores before a job.
  *
  * A state is only valid for the model and the settings that made it: loading a foreign one can
  * crash the process. Each state file has a metadata file beside it naming its key (the model

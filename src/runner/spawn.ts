@@ -40,8 +40,8 @@ export function threadpoolLibrary(): string | undefined {
  */
 export function runnerEnv(gpus?: readonly number[], base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const library = threadpoolLibrary();
-  // UV_THREADPOOL_SIZE=1 pins llama.cpp's decode calls to one libuv thread, which doubles decode
-  // speed on small machines (../shared/notes/engine-speed.md). It must be set before Node starts.
+  // UV_THREADPOOL_SIZE=1 pins llama.cpp's decode calls to one libuv thread, which speeds decoding
+  // up on small machines (docs/benchmarks.md). It must be set before Node starts.
   const env: NodeJS.ProcessEnv = { ...base, UV_THREADPOOL_SIZE: "1" };
   if (library) env.LD_PRELOAD = [base.LD_PRELOAD, library].filter(Boolean).join(" ");
   if (gpus !== undefined) Object.assign(env, visibleDevicesEnv(gpus));
@@ -98,7 +98,7 @@ export async function spawnRunner(spec: LoadSpec, options: RunnerOptions): Promi
 
 /**
  * Validates the GGUF structure before any child is forked: node-llama-cpp's own reader spins or
- * throws on crafted counts and lengths, and llama.cpp trusts tensor offsets (see models/gguf.ts).
+ * throws on crafted counts and lengths, and llama.cpp trusts tensor offsets (see gguf/gguf.ts).
  */
 async function checkModelFile(file: string, name: string): Promise<void> {
   try {

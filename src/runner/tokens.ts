@@ -1,5 +1,5 @@
 /**
- * Tokenizing in time linear in the text (child-side: imported by child.ts and the runner's jobs).
+ * Tokenizing in time linear in the text (child-side: imported by child/load.ts and the runner's jobs).
  *
  * llama.cpp's SentencePiece tokenizer writes a character that no vocabulary entry covers as its
  * bytes, and before each such character it reserves room for exactly those bytes in its output:

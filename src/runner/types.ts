@@ -46,7 +46,7 @@ export interface LoadSpec {
   flashAttention?: FlashAttention | undefined;
   /** Saved prompt prefixes (runner/prefix-cache.ts); undefined = none. */
   prefixCache?: PrefixCacheSpec | undefined;
-  /** SERVICE_STREAM_INTERVAL: how long a job's output after its first is gathered before it is written (child.ts); 0 = at once; undefined = 10 ms. */
+  /** SERVICE_STREAM_INTERVAL: how long a job's output after its first is gathered before it is written (child/load.ts); 0 = at once; undefined = 10 ms. */
   streamIntervalMs?: number | undefined;
 }
 
@@ -159,7 +159,7 @@ export interface EmbedResult {
   promptTokens: number;
 }
 
-/** Reranking (runner/rank.ts): a relevance score of each document for the query. */
+/** Reranking (runner/child/rank.ts): a relevance score of each document for the query. */
 export interface RankJob {
   query: string;
   documents: string[];
