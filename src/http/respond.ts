@@ -2,7 +2,6 @@
  * Writing responses: whole JSON/text bodies, NDJSON and SSE streams, and the client-gone signal.
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import type { OutputFlow } from "../chat/types.js";
 
 const JSON_TYPE = "application/json; charset=utf-8";
 const NDJSON_TYPE = "application/x-ndjson";
@@ -44,6 +43,14 @@ export function clientGone(req: IncomingMessage, res: ServerResponse): AbortSign
     if (!res.writableFinished) ac.abort();
   } else res.once("close", () => { if (!res.writableFinished) ac.abort(); });
   return ac.signal;
+}
+
+/** A response's backpressure as the engine takes it (structurally the runner's OutputFlow). */
+export interface OutputFlow {
+  /** True while the socket's buffer is full. */
+  readonly blocked: boolean;
+  /** Calls `then` once, when the socket drained or closed. */
+  whenReady(then: () => void): void;
 }
 
 /**
