@@ -7,7 +7,7 @@
 import { pino } from "pino";
 import t from "tap";
 import { Runner } from "../../src/runner/client.js";
-import type { GenerateJob, LoadSpec } from "../../src/runner/types.js";
+import type { ChatJob, GenerateJob, LoadSpec } from "../../src/runner/types.js";
 import { testGguf } from "../helpers/models.js";
 
 const job: GenerateJob = {
@@ -40,4 +40,33 @@ t.test("a sink whose onText throws fails its job, which the child cancels", asyn
   const after = await runner.complete({ kind: "generate", job }, { onText: () => undefined });
   t.equal(after.evalCount, full.evalCount, "the next job runs as before");
   t.equal(evals.length, 3, "the child reported the end of every job");
+});
+
+t.test("a sink whose onToolCalls throws fails its chat job; the runner takes the next one", async (t) => {
+  const log = pino({ level: "silent" });
+  const path = await testGguf({ preset: "tiny", chatTemplate: "chatml-tools" });
+  const runner = await Runner.start({ path, contextSize: 1024, sequences: 1, threads: 1, gpu: false }, { name: "chat", log, loadTimeoutMs: 60_000 });
+  t.teardown(() => runner.stop());
+  // A model with random weights calls a tool only when made to (`required`); the enum keeps the call short.
+  const chat: ChatJob = {
+    turns: [{ role: "user", content: "What is the weather in Paris?" }],
+    sampling: { ...job.sampling, temperature: 0.7, seed: 11 },
+    maxTokens: 60,
+    stop: [],
+    tools: [{ name: "get_weather", parameters: { type: "object", properties: { city: { enum: ["Paris", "Tokyo"] } }, required: ["city"] } }],
+    toolChoice: "required",
+  };
+  const calls: unknown[] = [];
+  await runner.complete({ kind: "chat", job: chat }, { onText: () => undefined, onToolCalls: (c) => void calls.push(...c) });
+  t.equal(calls.length > 0, true, "the job makes a tool call");
+
+  const failing = runner.complete({ kind: "chat", job: chat }, {
+    onText: () => undefined,
+    onToolCalls: () => {
+      throw new Error("the route's callback failed");
+    },
+  });
+  await t.rejects(failing, { message: "the route's callback failed" });
+  const after = await runner.complete({ kind: "chat", job: chat }, { onText: () => undefined });
+  t.equal(after.doneReason === "cancelled", false, "the next job runs to its end");
 });
