@@ -1,0 +1,50 @@
+// `npm run lint` (run by .ci/run): src/, test/, bench/ and scripts/.
+// ESLint with typescript-eslint rather than Biome: the rules that catch real bugs here (no-floating-promises,
+// no-misused-promises) need the TypeScript type checker, which Biome does not run.
+import js from "@eslint/js";
+import tseslint from "typescript-eslint";
+
+export default tseslint.config(
+  { ignores: ["dist/", ".tap/", "test/fixtures/", "packaging/", "examples/"] },
+  js.configs.recommended,
+  tseslint.configs.recommended,
+  {
+    files: ["**/*.ts"],
+    languageOptions: {
+      // tsconfig.eslint.json is tsconfig.json plus test/, which the build does not compile.
+      parserOptions: { project: "./tsconfig.eslint.json", tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      // tap queues subtests itself, so `t.test(...)` needs no await; every other promise does.
+      "@typescript-eslint/no-floating-promises": [
+        "error",
+        { allowForKnownSafePromises: [{ from: "package", name: "PromiseWithSubtest", package: "@tapjs/core" }] },
+      ],
+      "@typescript-eslint/no-misused-promises": "error",
+      "@typescript-eslint/await-thenable": "error",
+      "@typescript-eslint/consistent-type-imports": ["error", { fixStyle: "inline-type-imports" }],
+      "@typescript-eslint/no-import-type-side-effects": "error",
+    },
+  },
+  {
+    rules: {
+      "@typescript-eslint/no-unused-vars": [
+        "error",
+        { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrorsIgnorePattern: "^_", destructuredArrayIgnorePattern: "^_" },
+      ],
+      // Allowed only on a line whose eslint-disable-next-line comment says why.
+      "@typescript-eslint/no-explicit-any": "error",
+      "max-len": ["error", { code: 160, ignoreUrls: true, ignoreRegExpLiterals: true }],
+      eqeqeq: ["error", "always", { null: "ignore" }],
+      "no-var": "error",
+      "prefer-const": "error",
+    },
+    linterOptions: { reportUnusedDisableDirectives: "error" },
+  },
+  {
+    files: ["**/*.mjs"],
+    languageOptions: {
+      globals: { process: "readonly", console: "readonly", URL: "readonly", Buffer: "readonly", setTimeout: "readonly", clearTimeout: "readonly" },
+    },
+  },
+);
