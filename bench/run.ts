@@ -45,7 +45,15 @@ import { installGguf } from "../src/store/install.js";
 import { ModelStore } from "../src/store/store.js";
 import type { DecodeResult, DirectRequest } from "./direct.js";
 import { httpRps, lmdDecode, lmdGenerate, type Sampling } from "./http.js";
-import { freePort, startLlamaServer, llamaServerDecode, llamaServerEngine, llamaServerPrefill, useLlamaServerBinary, type LlamaServerEngine } from "./llama-server.js";
+import {
+  freePort,
+  startLlamaServer,
+  llamaServerDecode,
+  llamaServerEngine,
+  llamaServerPrefill,
+  useLlamaServerBinary,
+  type LlamaServerEngine,
+} from "./llama-server.js";
 import { settle, stopProcess, track } from "./procs.js";
 import { prose } from "./serving.js";
 import { median, servingFigures, type Row } from "./serving-run.js";
@@ -149,10 +157,23 @@ async function startLmd(modelFile: string, env: Record<string, string>, extra: E
   for (const [name, m] of Object.entries(extra)) await installGguf(store, name, m.file, { params: { repeat_penalty: 1, ...m.params } });
   const port = await freePort();
   // stdout (the access log) goes nowhere unless asked for: reading it would compete with the clients for this process.
-  const child = track(spawn(process.execPath, [path.join(root, "dist/src/main.js"), "serve"], {
-    env: { PATH: process.env.PATH ?? "", HOME: os.homedir(), SERVICE_MODELS: path.join(cache, "store"), SERVICE_HOST: `127.0.0.1:${port}`, SERVICE_THREADS: String(threads), SERVICE_GPU: gpu ?? "false", SERVICE_CONTEXT_LENGTH: "4096", SERVICE_CACHE_MAX: "0", ...(process.env.LD_LIBRARY_PATH ? { LD_LIBRARY_PATH: process.env.LD_LIBRARY_PATH } : {}), ...env },
-    stdio: ["ignore", onLog ? "pipe" : "ignore", "inherit"],
-  }));
+  const child = track(
+    spawn(process.execPath, [path.join(root, "dist/src/main.js"), "serve"], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: os.homedir(),
+        SERVICE_MODELS: path.join(cache, "store"),
+        SERVICE_HOST: `127.0.0.1:${port}`,
+        SERVICE_THREADS: String(threads),
+        SERVICE_GPU: gpu ?? "false",
+        SERVICE_CONTEXT_LENGTH: "4096",
+        SERVICE_CACHE_MAX: "0",
+        ...(process.env.LD_LIBRARY_PATH ? { LD_LIBRARY_PATH: process.env.LD_LIBRARY_PATH } : {}),
+        ...env,
+      },
+      stdio: ["ignore", onLog ? "pipe" : "ignore", "inherit"],
+    }),
+  );
   if (onLog && child.stdout) createInterface({ input: child.stdout }).on("line", onLog);
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 300 && child.exitCode === null; i++) {
@@ -196,7 +217,8 @@ const rate = (r: DecodeResult) => {
 
 async function main(): Promise<void> {
   const modelFile = await ensureModel();
-  if (args["llama-server-bin"]) useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, gpu ? path.join(cache, "llama-server.log") : undefined);
+  if (args["llama-server-bin"])
+    useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, gpu ? path.join(cache, "llama-server.log") : undefined);
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
   if (args.only === "memory" || args.only === "tokenize") return onlyRows(args.only, modelFile);
   if (args.only === "single") return onlySingle(modelFile);
@@ -216,7 +238,14 @@ async function main(): Promise<void> {
     const serverFirst = lmdFirst ? undefined : await startServer();
     const lmdFirstStarted = lmdFirst ? await startLmdSide() : undefined;
     const direct = startDirect();
-    const loaded = await direct.call<{ gpu: string | false; devices: string[]; gpuLayers: number }>({ op: "load", model: modelFile, threads, sequences: 4, contextSize: 4096, gpu });
+    const loaded = await direct.call<{ gpu: string | false; devices: string[]; gpuLayers: number }>({
+      op: "load",
+      model: modelFile,
+      threads,
+      sequences: 4,
+      contextSize: 4096,
+      gpu,
+    });
     if (gpu) {
       if (loaded.gpu !== gpu) throw new Error(`node-llama-cpp loaded without ${gpu} (gpu: ${String(loaded.gpu)})`);
       log(`direct: ${loaded.gpu} on ${loaded.devices.join(", ")}, ${loaded.gpuLayers} layers offloaded`);
@@ -261,7 +290,13 @@ async function main(): Promise<void> {
         async () => {
           add("decode.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 1, sampling)));
           await settle();
-          const pl = await lmdGenerate(lmd.url, { model: "bench", prompt: prose(promptTokens, round), raw: true, stream: true, options: { ...sampling, num_predict: 1 } });
+          const pl = await lmdGenerate(lmd.url, {
+            model: "bench",
+            prompt: prose(promptTokens, round),
+            raw: true,
+            stream: true,
+            options: { ...sampling, num_predict: 1 },
+          });
           add("prefill.lmd", pl.promptEvalCount / (pl.ttftMs / 1000));
         },
         async () => {
@@ -285,13 +320,24 @@ async function main(): Promise<void> {
       await settle();
       add("agg4.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 4 })));
       for (let i = 0; i < 5; i++) {
-        add("ttft.lmd", (await lmdGenerate(lmd.url, { model: "bench", prompt: `${round}-${i} Hi`, raw: true, stream: true, options: { ...sampling, num_predict: 1 } })).ttftMs);
+        add(
+          "ttft.lmd",
+          (await lmdGenerate(lmd.url, { model: "bench", prompt: `${round}-${i} Hi`, raw: true, stream: true, options: { ...sampling, num_predict: 1 } }))
+            .ttftMs,
+        );
         add("ttft.direct", (await direct.call<{ ms: number }>({ op: "ttft", prompt: `${round}-${i} Hi` })).ms);
       }
       // Second turn of a conversation with ~1,000 tokens of shared history (the prompt cache).
       const history = prose(args.quick ? 500 : 1000, round + 2000);
       const first = await lmdGenerate(lmd.url, { model: "bench", prompt: history, raw: true, stream: true, options: { ...sampling, num_predict: 8 } });
-      const second = await lmdGenerate(lmd.url, { model: "bench", prompt: " and what happened next?", context: first.context, raw: true, stream: true, options: { ...sampling, num_predict: 8 } });
+      const second = await lmdGenerate(lmd.url, {
+        model: "bench",
+        prompt: " and what happened next?",
+        context: first.context,
+        raw: true,
+        stream: true,
+        options: { ...sampling, num_predict: 8 },
+      });
       add("turn2.ratio", second.ttftMs / first.ttftMs);
       add("turn1.ttft", first.ttftMs);
       add("turn2.ttft", second.ttftMs);
@@ -319,17 +365,52 @@ async function main(): Promise<void> {
   const server = args["llama-server"];
   const vs = (a: string, b: string) => (server ? (m(a) / m(b)).toFixed(3) : "—");
   const issue: Row[] = [
-    ["single-stream decode tok/s, lmd vs llama-server (`-np 1`)", server ? `${f(m("decode.lmd"))} vs ${f(m("decode.llama-server"))}` : f(m("decode.lmd")), vs("decode.lmd", "decode.llama-server"), "≥ 1.0"],
-    [`prefill tok/s, fresh ~${promptTokens}-token prompt, lmd vs llama-server (client-timed)`, server ? `${f(m("prefill.lmd"), 0)} vs ${f(m("prefill.llama-server"), 0)}` : f(m("prefill.lmd"), 0), vs("prefill.lmd", "prefill.llama-server"), "≥ 1.0"],
+    [
+      "single-stream decode tok/s, lmd vs llama-server (`-np 1`)",
+      server ? `${f(m("decode.lmd"))} vs ${f(m("decode.llama-server"))}` : f(m("decode.lmd")),
+      vs("decode.lmd", "decode.llama-server"),
+      "≥ 1.0",
+    ],
+    [
+      `prefill tok/s, fresh ~${promptTokens}-token prompt, lmd vs llama-server (client-timed)`,
+      server ? `${f(m("prefill.lmd"), 0)} vs ${f(m("prefill.llama-server"), 0)}` : f(m("prefill.lmd"), 0),
+      vs("prefill.lmd", "prefill.llama-server"),
+      "≥ 1.0",
+    ],
     ...serving.rows,
   ];
   const other: Row[] = [
-    ["single-stream decode tok/s, lmd HTTP vs node-llama-cpp direct", `${f(m("decode.lmd"))} vs ${f(m("decode.direct"))}`, (m("decode.lmd") / m("decode.direct")).toFixed(3), "≥ 0.97"],
-    ["prefill tok/s, lmd HTTP vs direct", `${f(m("prefill.lmd"), 0)} vs ${f(m("prefill.direct"), 0)}`, (m("prefill.lmd") / m("prefill.direct")).toFixed(3), "≥ 0.97"],
-    ["aggregate decode tok/s, 4 streams, lmd vs direct 4 sequences", `${f(m("agg4.lmd"))} vs ${f(m("agg4.direct"))} (1 stream: ${f(m("decode.lmd"))})`, (m("agg4.lmd") / m("agg4.direct")).toFixed(3), "≥ 0.95, > 1 stream"],
-    ["warm time to first token, lmd − direct (ms)", `${f(m("ttft.lmd"), 2)} − ${f(m("ttft.direct"), 2)}`, `${m("ttft.lmd") >= m("ttft.direct") ? "+" : "−"}${Math.abs(m("ttft.lmd") - m("ttft.direct")).toFixed(2)} ms`, "≤ +5 ms"],
+    [
+      "single-stream decode tok/s, lmd HTTP vs node-llama-cpp direct",
+      `${f(m("decode.lmd"))} vs ${f(m("decode.direct"))}`,
+      (m("decode.lmd") / m("decode.direct")).toFixed(3),
+      "≥ 0.97",
+    ],
+    [
+      "prefill tok/s, lmd HTTP vs direct",
+      `${f(m("prefill.lmd"), 0)} vs ${f(m("prefill.direct"), 0)}`,
+      (m("prefill.lmd") / m("prefill.direct")).toFixed(3),
+      "≥ 0.97",
+    ],
+    [
+      "aggregate decode tok/s, 4 streams, lmd vs direct 4 sequences",
+      `${f(m("agg4.lmd"))} vs ${f(m("agg4.direct"))} (1 stream: ${f(m("decode.lmd"))})`,
+      (m("agg4.lmd") / m("agg4.direct")).toFixed(3),
+      "≥ 0.95, > 1 stream",
+    ],
+    [
+      "warm time to first token, lmd − direct (ms)",
+      `${f(m("ttft.lmd"), 2)} − ${f(m("ttft.direct"), 2)}`,
+      `${m("ttft.lmd") >= m("ttft.direct") ? "+" : "−"}${Math.abs(m("ttft.lmd") - m("ttft.direct")).toFixed(2)} ms`,
+      "≤ +5 ms",
+    ],
     ["`GET /api/version` req/s vs bare `node:http`", `${f(rps.lmd, 0)} vs ${f(rps.bare, 0)}`, (rps.lmd / rps.bare).toFixed(3), "≥ 0.8"],
-    [`second-turn TTFT, ~${args.quick ? 500 : 1000}-token shared history, vs first turn (ms)`, `${f(m("turn2.ttft"))} vs ${f(m("turn1.ttft"))}`, m("turn2.ratio").toFixed(3), "≤ 0.25"],
+    [
+      `second-turn TTFT, ~${args.quick ? 500 : 1000}-token shared history, vs first turn (ms)`,
+      `${f(m("turn2.ttft"))} vs ${f(m("turn1.ttft"))}`,
+      m("turn2.ratio").toFixed(3),
+      "≤ 0.25",
+    ],
     ["RSS (MB): daemon idle; daemon and runner with the model loaded", `${f(rssIdle, 0)}; ${f(rss.loaded, 0)} + ${f(rss.runner, 0)}`, "—", "idle ≤ 100"],
   ];
   // KV-cache types and saved prompt prefixes are CPU measurements.
@@ -365,7 +446,10 @@ async function onlyRows(section: "memory" | "tokenize", modelFile: string): Prom
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
   process.stdout.write(
     ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n") +
-      `\n\n${args.model}, ${threads} threads, ${args.quick ? 1 : 3} rounds; ${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}\n`,
+      `\n\n${args.model}, ${threads} threads, ${args.quick ? 1 : 3} rounds; ${minutes} min; load average before: ${loadBefore}, after: ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(" ")}\n`,
   );
   process.exit(0);
 }
@@ -438,7 +522,11 @@ async function only(modelFile: string, section: Exclude<Section, "single" | "mem
       `load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
       `${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}\n`,
   );
-  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, servingRounds, tokens, only: section, serving: serving.samples, llamaServer: llamaServerEngine() }, null, 2));
+  if (args.json)
+    writeFileSync(
+      args.json,
+      JSON.stringify({ model: modelFile, threads, servingRounds, tokens, only: section, serving: serving.samples, llamaServer: llamaServerEngine() }, null, 2),
+    );
   process.exit(0);
 }
 

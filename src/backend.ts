@@ -116,7 +116,14 @@ export function staticReason(b: InstalledBackend, llamaVersion: string, host: Ho
 /** What the files on this host say: ld.so.cache, LD_LIBRARY_PATH and the usual library directories. */
 export function realHost(env: NodeJS.ProcessEnv = process.env): HostFacts {
   let cache: string | undefined;
-  const dirs = [...(env.LD_LIBRARY_PATH ?? "").split(":").filter(Boolean), "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/lib64"];
+  const dirs = [
+    ...(env.LD_LIBRARY_PATH ?? "").split(":").filter(Boolean),
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/lib/x86_64-linux-gnu",
+    "/lib64",
+  ];
   return {
     hasLibrary(name) {
       cache ??= (() => {
@@ -169,7 +176,13 @@ export async function findBackend(mode: GpuMode, host: HostFacts = realHost(), n
     else candidates.push(b);
   }
   if (mode !== "auto" && !installed.some((b) => b.backend === mode)) {
-    return { backend: "cpu", devices: [], vramBytes: 0, unused, error: `the ${mode} binaries are not installed (${GPU_PACKAGES[mode].join(", ")}; package ${SYSTEM_PACKAGE[mode]})` };
+    return {
+      backend: "cpu",
+      devices: [],
+      vramBytes: 0,
+      unused,
+      error: `the ${mode} binaries are not installed (${GPU_PACKAGES[mode].join(", ")}; package ${SYSTEM_PACKAGE[mode]})`,
+    };
   }
   if (candidates.length === 0) {
     const error = mode !== "auto" ? unused.find((u) => u.backend === mode)?.reason : undefined;
@@ -252,7 +265,9 @@ export function runProbe(mode: GpuMode, candidates: GpuBackend[], timeoutMs = 12
         return resolve({ ...result, smoke: "failed", smokeError: detail });
       }
       const last = stderr.last();
-      resolve(result ?? { backend: "cpu", devices: [], vramBytes: 0, reasons: {}, smoke: "skipped", error: `the backend probe ${why}${last ? `: ${last}` : ""}` });
+      resolve(
+        result ?? { backend: "cpu", devices: [], vramBytes: 0, reasons: {}, smoke: "skipped", error: `the backend probe ${why}${last ? `: ${last}` : ""}` },
+      );
     };
     child.on("exit", (code, signal) => done(signal ? `was killed (${signal})` : `exited with status ${code}`));
     child.on("error", (err) => done(`could not start (${err.message})`));
@@ -320,6 +335,9 @@ export function logReport(mode: GpuMode, r: BackendReport, log: Logger): void {
     else log.info(fields, msg);
   }
   if (mode !== false && mode !== "auto" && r.backend !== mode) {
-    log.error({ backend: mode, reason: r.error }, `SERVICE_GPU is ${mode}, but the ${mode} backend cannot be used: ${r.error ?? "no usable device"}; model loads will fail`);
+    log.error(
+      { backend: mode, reason: r.error },
+      `SERVICE_GPU is ${mode}, but the ${mode} backend cannot be used: ${r.error ?? "no usable device"}; model loads will fail`,
+    );
   }
 }

@@ -176,7 +176,22 @@ export function refusedWriteReason(code: string | undefined): string | undefined
 }
 
 /** File system calls that only change things: their refusal means the target is not writable. */
-const WRITE_CALLS = new Set(["mkdir", "rename", "unlink", "rmdir", "rm", "link", "symlink", "copyfile", "write", "ftruncate", "utime", "futime", "chmod", "fchmod"]);
+const WRITE_CALLS = new Set([
+  "mkdir",
+  "rename",
+  "unlink",
+  "rmdir",
+  "rm",
+  "link",
+  "symlink",
+  "copyfile",
+  "write",
+  "ftruncate",
+  "utime",
+  "futime",
+  "chmod",
+  "fchmod",
+]);
 
 /**
  * A refused write (EROFS from any call; EACCES or EPERM from a call that changes the file system)

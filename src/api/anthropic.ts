@@ -133,7 +133,10 @@ const countProperties = {
   thinking: {
     type: "object",
     required: ["type"],
-    properties: { type: { type: "string", enum: ["enabled", "disabled", "adaptive"] }, budget_tokens: { type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER } },
+    properties: {
+      type: { type: "string", enum: ["enabled", "disabled", "adaptive"] },
+      budget_tokens: { type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+    },
   },
 } as const;
 

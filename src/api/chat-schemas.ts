@@ -126,7 +126,11 @@ export const openaiChatSchema = {
           reasoning: { type: ["string", "null"] },
           tool_calls: {
             type: ["array", "null"],
-            items: { type: "object", required: ["function"], properties: { id: str, function: { type: "object", required: ["name"], properties: { name: str, arguments: str } } } },
+            items: {
+              type: "object",
+              required: ["function"],
+              properties: { id: str, function: { type: "object", required: ["name"], properties: { name: str, arguments: str } } },
+            },
           },
         },
       },
@@ -154,7 +158,13 @@ export const openaiChatSchema = {
 export const openaiCompletionSchema = {
   type: "object",
   required: ["model", "prompt"],
-  properties: { ...sampling, prompt: { type: ["string", "array"], items: str, maxItems: 1 }, suffix: { type: ["string", "null"] }, echo: { type: ["boolean", "null"] }, logprobs: nullable({ type: "integer", minimum: 0, maximum: 20 }) },
+  properties: {
+    ...sampling,
+    prompt: { type: ["string", "array"], items: str, maxItems: 1 },
+    suffix: { type: ["string", "null"] },
+    echo: { type: ["boolean", "null"] },
+    logprobs: nullable({ type: "integer", minimum: 0, maximum: 20 }),
+  },
 } as const;
 
 export const openaiEmbeddingSchema = {

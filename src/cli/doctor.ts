@@ -76,7 +76,13 @@ function checkConfig(env: NodeJS.ProcessEnv): { check: Check; config?: Readonly<
   const proxies = ["HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy"].filter((v) => env[v]);
   const shown = [...set, ...proxies].map((v) => `${v}=${mask(v, (resolved[v] ?? env[v] ?? "").trim())}`);
   const aliases = used.length > 0 ? `; read from Ollama's ${used.join(", ")}` : "";
-  return { check: { name: "configuration", line: `valid (${shown.length > 0 ? shown.join(" ") : "all defaults"}${aliases}); listens on ${clientUrl(config.listen)}, store ${config.models}` }, config };
+  return {
+    check: {
+      name: "configuration",
+      line: `valid (${shown.length > 0 ? shown.join(" ") : "all defaults"}${aliases}); listens on ${clientUrl(config.listen)}, store ${config.models}`,
+    },
+    config,
+  };
 }
 
 async function checkStore(config: Readonly<Config>): Promise<Check> {
@@ -109,7 +115,10 @@ async function checkStore(config: Readonly<Config>): Promise<Check> {
   const [size, fs] = await Promise.all([duBytes(dir), statfs(dir).catch(() => undefined)]);
   const models = await countModels(dir);
   const free = fs ? fs.bavail * fs.bsize : undefined;
-  return { name, line: `${dir} writable, ${models} model${models === 1 ? "" : "s"}, ${formatBytes(size)} used, ${free === undefined ? "free space unknown" : `${formatBytes(free)} free`}` };
+  return {
+    name,
+    line: `${dir} writable, ${models} model${models === 1 ? "" : "s"}, ${formatBytes(size)} used, ${free === undefined ? "free space unknown" : `${formatBytes(free)} free`}`,
+  };
 }
 
 async function duBytes(dir: string): Promise<number> {
@@ -252,7 +261,12 @@ async function checkUnit(): Promise<Check> {
   const name = "unit";
   if (!existsSync("/run/systemd/system")) return { name, line: "not under systemd" };
   const out = await new Promise<string | undefined>((resolve) => {
-    execFile("systemctl", ["show", "-p", "LoadState,ActiveState,SubState,StatusText,MainPID,NRestarts,Result", "lmd.service"], { timeout: 5000 }, (err, stdout) => resolve(err ? undefined : stdout));
+    execFile(
+      "systemctl",
+      ["show", "-p", "LoadState,ActiveState,SubState,StatusText,MainPID,NRestarts,Result", "lmd.service"],
+      { timeout: 5000 },
+      (err, stdout) => resolve(err ? undefined : stdout),
+    );
   });
   if (out === undefined) return { name, line: "systemctl did not answer" };
   const p = Object.fromEntries(out.trim().split("\n").map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));

@@ -30,12 +30,20 @@ export function refuseRaw(socket: Socket, status: number, message: string, heade
   if (socket.destroyed || !socket.writable) return void socket.destroy();
   const body = JSON.stringify({ error: message });
   const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("");
-  socket.end(`HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? "Error"}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? "Error"}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\n\r\n${body}`,
+  );
   // A client that never reads must not keep the socket: it is destroyed shortly after.
   setTimeout(() => socket.destroy(), 2_000).unref();
 }
 
-const STATUS_TEXT: Record<number, string> = { 400: "Bad Request", 408: "Request Timeout", 413: "Payload Too Large", 431: "Request Header Fields Too Large", 503: "Service Unavailable" };
+const STATUS_TEXT: Record<number, string> = {
+  400: "Bad Request",
+  408: "Request Timeout",
+  413: "Payload Too Large",
+  431: "Request Header Fields Too Large",
+  503: "Service Unavailable",
+};
 
 /**
  * Node's `clientError` (a request its parser refuses, or a header/request timeout) answered as

@@ -29,7 +29,13 @@ const fail = (msg: string): never => {
  * Runs `fn` on its argument nodes (and the previous pipeline stage's value, last). What it returns
  * is charged to `b`: a string longer than the value limit, or past the total, is an error.
  */
-export function callFunction(fn: FuncSpec, argNodes: ArgNode[], evalArg: (n: ArgNode) => unknown, final: { present: boolean; value?: unknown }, b: Budget = new Budget()): unknown {
+export function callFunction(
+  fn: FuncSpec,
+  argNodes: ArgNode[],
+  evalArg: (n: ArgNode) => unknown,
+  final: { present: boolean; value?: unknown },
+  b: Budget = new Budget(),
+): unknown {
   const numIn = argNodes.length + (final.present ? 1 : 0);
   if (fn.variadic) {
     if (numIn < fn.params.length) throw new Error(`wrong number of args for ${fn.name}: want at least ${fn.params.length} got ${argNodes.length}`);
@@ -64,7 +70,12 @@ function check(v: unknown, p: Param): unknown {
   return v;
 }
 
-const spec = (name: string, params: Param[], call: (args: unknown[], b: Budget) => unknown, variadic?: Param): FuncSpec => ({ name, params, call, ...(variadic ? { variadic } : {}) });
+const spec = (name: string, params: Param[], call: (args: unknown[], b: Budget) => unknown, variadic?: Param): FuncSpec => ({
+  name,
+  params,
+  call,
+  ...(variadic ? { variadic } : {}),
+});
 
 export const FUNCS = new Map<string, FuncSpec>();
 const add = (f: FuncSpec): void => void FUNCS.set(f.name, f);
