@@ -42,7 +42,10 @@ t.test("lmd list shows the pulled model in an aligned table", async (t) => {
 t.test("create from a Modelfile with a local GGUF, then show, cp, rm", async (t) => {
   const dir = t.testdir({ "Modelfile": "" });
   await writeFile(path.join(dir, "model.gguf"), gguf);
-  await writeFile(path.join(dir, "Modelfile"), 'FROM ./model.gguf\nPARAMETER temperature 0.3\nPARAMETER stop "<end>"\nSYSTEM """You are terse.\nVery terse."""\n');
+  await writeFile(
+    path.join(dir, "Modelfile"),
+    'FROM ./model.gguf\nPARAMETER temperature 0.3\nPARAMETER stop "<end>"\nSYSTEM """You are terse.\nVery terse."""\n',
+  );
   const c = await lmd(url, ["create", "mine", "-f", path.join(dir, "Modelfile")]);
   t.equal(c.code, 0, c.stderr);
   t.match(c.stderr, /^success$/m);

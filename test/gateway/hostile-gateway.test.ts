@@ -25,7 +25,12 @@ async function setup(env: Record<string, string> = {}) {
   });
   await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r));
   const logs: Record<string, unknown>[] = [];
-  const sink = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split("\n")) if (l) logs.push(JSON.parse(l) as Record<string, unknown>); cb(); } });
+  const sink = new Writable({
+    write(chunk: Buffer, _e, cb) {
+      for (const l of chunk.toString().split("\n")) if (l) logs.push(JSON.parse(l) as Record<string, unknown>);
+      cb();
+    },
+  });
   const config = loadGatewayConfig({
     GATEWAY_HOST: "127.0.0.1:0", GATEWAY_ALLOW_PLAINTEXT: "true", GATEWAY_API_KEYS: KEY,
     GATEWAY_UPSTREAM: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`, GATEWAY_RATE_LIMIT: "0", ...env,

@@ -68,7 +68,10 @@ export const FORMATS: Record<string, CallFormat> = {
  * arguments as one `params` value): checked as todos only, not counted among the formats.
  */
 export const TEMPLATE_ONLY_FORMATS: Record<string, { call: string; why: string }> = {
-  "qwen3.5": { call: "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>", why: "Qwen3.5-4B writes one <parameter=NAME> per argument; node-llama-cpp renders <parameter=params> with the arguments as JSON" },
+  "qwen3.5": {
+    call: "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+    why: "Qwen3.5-4B writes one <parameter=NAME> per argument; node-llama-cpp renders <parameter=params> with the arguments as JSON",
+  },
 };
 
 /** The question of the thinking checks. */

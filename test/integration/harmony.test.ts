@@ -44,7 +44,10 @@ t.test("gpt-oss through its Go template, as Ollama serves it", async (t) => {
     t.match(await render({ messages: question, think: "high" }), /\n\nReasoning: high\n\n/);
     t.match(await render({ messages: question, think: "max" }), /\n\nReasoning: high\n\n/, "max is high for harmony (as Ollama)");
     t.notMatch(await render({ messages: question, think: false }), /Reasoning/);
-    t.match(await render({ prompt: "Hi", think: "low" }, "/api/generate"), /\n\nReasoning: low\n\n.*<\|start\|>user<\|message\|>Hi<\|end\|><\|start\|>assistant$/s);
+    t.match(
+      await render({ prompt: "Hi", think: "low" }, "/api/generate"),
+      /\n\nReasoning: low\n\n.*<\|start\|>user<\|message\|>Hi<\|end\|><\|start\|>assistant$/s,
+    );
     const chat = await post("/api/chat", { model: "oss", messages: question, think: false, options });
     t.equal(chat.status, 200, "think: false runs");
   });

@@ -28,7 +28,13 @@ t.test("huge keep_alive values mean forever and /api/ps keeps answering", async 
 });
 
 t.test("timeouts no timer can hold are configuration errors", async (t) => {
-  t.throws(() => loadConfig({ SERVICE_SHUTDOWN_TIMEOUT: "9999999h" }), { message: "invalid configuration: SERVICE_SHUTDOWN_TIMEOUT: must be at most 24 days (596h)" });
+  t.throws(() => loadConfig({ SERVICE_SHUTDOWN_TIMEOUT: "9999999h" }), {
+    message: "invalid configuration: SERVICE_SHUTDOWN_TIMEOUT: must be at most 24 days (596h)",
+  });
   t.throws(() => loadConfig({ SERVICE_LOAD_TIMEOUT: "100000h" }), { message: "invalid configuration: SERVICE_LOAD_TIMEOUT: must be at most 24 days (596h)" });
-  t.equal(loadConfig({ SERVICE_KEEP_ALIVE: "9999999999999999h" }).keepAliveMs > 0, true, "a huge default keep-alive is accepted (the scheduler treats it as forever)");
+  t.equal(
+    loadConfig({ SERVICE_KEEP_ALIVE: "9999999999999999h" }).keepAliveMs > 0,
+    true,
+    "a huge default keep-alive is accepted (the scheduler treats it as forever)",
+  );
 });

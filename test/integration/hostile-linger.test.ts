@@ -31,7 +31,8 @@ function send(port: number, head: string, body: Buffer, chunked: boolean): Promi
       socket.write(head);
       if (!chunked) socket.end(body);
       else {
-        for (let i = 0; i < body.length; i += 1024 * 1024) socket.write(`${(Math.min(1024 * 1024, body.length - i)).toString(16)}\r\n`), socket.write(body.subarray(i, i + 1024 * 1024)), socket.write("\r\n");
+        for (let i = 0; i < body.length; i += 1024 * 1024)
+          (socket.write(`${Math.min(1024 * 1024, body.length - i).toString(16)}\r\n`), socket.write(body.subarray(i, i + 1024 * 1024)), socket.write("\r\n"));
         socket.end("0\r\n\r\n");
       }
     });
@@ -55,7 +56,11 @@ t.test("100 oversized bodies with Content-Length and 20 chunked: every client re
     for (let i = 0; i < count; i++) {
       const out = await send(port, head, TEN_MB, chunked);
       const { status, body } = parse(out.response);
-      const ok = status === 413 && out.error === undefined && JSON.stringify(Object.keys(body as object)) === '["error"]' && typeof (body as { error: unknown }).error === "string";
+      const ok =
+        status === 413 &&
+        out.error === undefined &&
+        JSON.stringify(Object.keys(body as object)) === '["error"]' &&
+        typeof (body as { error: unknown }).error === "string";
       if (!ok) failures.push(`${chunked ? "chunked" : "content-length"} #${i}: status ${status}, error ${out.error ?? "none"}, ${out.response.slice(0, 120)}`);
     }
   }
@@ -89,6 +94,9 @@ t.test("a client that keeps sending slowly is closed at the bound", async (t) =>
     });
     const { status } = parse(result.response);
     t.equal(status, path === "/nowhere" ? 404 : 413, `${what}: the answer arrived`);
-    t.ok(result.closedAfterMs < LINGER.ms + 3_000, `${what}: closed by the server ${Math.round(result.closedAfterMs)} ms after connecting (bound ${LINGER.ms} ms after the answer)`);
+    t.ok(
+      result.closedAfterMs < LINGER.ms + 3_000,
+      `${what}: closed by the server ${Math.round(result.closedAfterMs)} ms after connecting (bound ${LINGER.ms} ms after the answer)`,
+    );
   }
 });

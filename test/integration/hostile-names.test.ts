@@ -14,8 +14,34 @@ import { MEDIA } from "../../src/store/store.js";
 import { assertError } from "../helpers/assert-error.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
 
-const BAD_NAMES = ["../../etc/passwd", "/etc/passwd", "..", "a/../../b", "a\\..\\b", "x\u0000y", "m".repeat(351), "a/b/c/d", "a:b:c", ".hidden", "sp ace", "tab\tname", "new\nline", "ünï", "%2e%2e", "C:\\x", "host:99999999/ns/m"];
-const BAD_DIGESTS = ["sha256:../../etc/passwd", `sha256:${"A".repeat(64)}`, `sha256:${"a".repeat(63)}`, `sha512:${"a".repeat(64)}`, `sha256-${"a".repeat(64)}`, "sha256:", `sha256:${"a".repeat(64)}/x`];
+const BAD_NAMES = [
+  "../../etc/passwd",
+  "/etc/passwd",
+  "..",
+  "a/../../b",
+  "a\\..\\b",
+  "x\u0000y",
+  "m".repeat(351),
+  "a/b/c/d",
+  "a:b:c",
+  ".hidden",
+  "sp ace",
+  "tab\tname",
+  "new\nline",
+  "ünï",
+  "%2e%2e",
+  "C:\\x",
+  "host:99999999/ns/m",
+];
+const BAD_DIGESTS = [
+  "sha256:../../etc/passwd",
+  `sha256:${"A".repeat(64)}`,
+  `sha256:${"a".repeat(63)}`,
+  `sha512:${"a".repeat(64)}`,
+  `sha256-${"a".repeat(64)}`,
+  "sha256:",
+  `sha256:${"a".repeat(64)}/x`,
+];
 
 t.test("invalid names are refused on every route that takes one", async (t) => {
   const { url } = await startDaemon(t);

@@ -44,13 +44,20 @@ t.test("oversized small layers in the store: bounded memory, one model fails alo
   const templateSize = 64 * 1024 * 1024;
   const fatConfig: Manifest = { ...tiny, config: { mediaType: MEDIA.config, digest: await sparseBlob(store, "c", configSize), size: configSize } };
   await store.writeManifest("fatconfig", fatConfig);
-  await store.writeManifest("fattemplate", { ...tiny, layers: [model, { mediaType: MEDIA.template, digest: await sparseBlob(store, "e", templateSize), size: templateSize }] });
+  await store.writeManifest("fattemplate", {
+    ...tiny,
+    layers: [model, { mediaType: MEDIA.template, digest: await sparseBlob(store, "e", templateSize), size: templateSize }],
+  });
 
   const daemon = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: dir });
   const pid = daemon.child.pid!;
   const started = peakRssMiB(pid);
   for (let round = 0; round < 3; round++) {
-    const answers = await Promise.all(Array.from({ length: 4 }, () => fetch(`${daemon.url}/api/tags`).then(async (r) => ({ status: r.status, body: (await r.json()) as { models: Array<{ name: string }> } }))));
+    const answers = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        fetch(`${daemon.url}/api/tags`).then(async (r) => ({ status: r.status, body: (await r.json()) as { models: Array<{ name: string }> } })),
+      ),
+    );
     for (const a of answers) {
       t.equal(a.status, 200);
       t.same(a.body.models.map((m) => m.name).sort(), ["fatconfig:latest", "fattemplate:latest", "tiny:latest"]);
@@ -62,13 +69,28 @@ t.test("oversized small layers in the store: bounded memory, one model fails alo
 
   const reason = `template layer of ${templateSize} bytes is over the limit of 1048576`;
   await assertError(t, await postJson(`${daemon.url}/api/show`, { model: "fattemplate" }), 500, `failed to load model 'fattemplate': ${reason}`);
-  await assertError(t, await postJson(`${daemon.url}/api/generate`, { model: "fattemplate", prompt: "hi", stream: false }), 500, `failed to load model 'fattemplate': ${reason}`);
+  await assertError(
+    t,
+    await postJson(`${daemon.url}/api/generate`, { model: "fattemplate", prompt: "hi", stream: false }),
+    500,
+    `failed to load model 'fattemplate': ${reason}`,
+  );
   const ok = await postJson(`${daemon.url}/api/generate`, { model: "tiny", prompt: "hi", stream: false, options: { num_predict: 2 } });
   t.equal(ok.status, 200, "the other models are served");
   t.ok(peakRssMiB(pid) < RSS_BOUND_MIB, "still under the bound");
 
-  await assertError(t, await postJson(`${daemon.url}/api/create`, { model: "big", from: "tiny", template: "x".repeat(2 * 1024 * 1024) }), 400, "template layer of 2097152 bytes is over the limit of 1048576");
-  await assertError(t, await postJson(`${daemon.url}/api/create`, { model: "big", from: "tiny", license: ["ok", "y".repeat(1024 * 1024 + 1)] }), 400, "license layer of 1048577 bytes is over the limit of 1048576");
+  await assertError(
+    t,
+    await postJson(`${daemon.url}/api/create`, { model: "big", from: "tiny", template: "x".repeat(2 * 1024 * 1024) }),
+    400,
+    "template layer of 2097152 bytes is over the limit of 1048576",
+  );
+  await assertError(
+    t,
+    await postJson(`${daemon.url}/api/create`, { model: "big", from: "tiny", license: ["ok", "y".repeat(1024 * 1024 + 1)] }),
+    400,
+    "license layer of 1048577 bytes is over the limit of 1048576",
+  );
   daemon.child.kill("SIGTERM");
   await daemon.exited;
 });

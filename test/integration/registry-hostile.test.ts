@@ -110,7 +110,12 @@ t.test("a refused connection or an unknown host fails at once, and the CLI does 
   t.ok(Date.now() - started < 5000, "no retries with back-off");
   const dns = await readNdjson(await postJson(`${url}/api/pull`, { model: "lmd-test.invalid/library/x" })); // RFC 6761: never resolves
   t.match(dns.at(-1), { error: /^pull model manifest: cannot reach registry lmd-test\.invalid: (host not found|DNS lookup failed)/ });
-  await assertError(t, await postJson(`${url}/api/pull`, { model: `127.0.0.1:${port}/library/x`, insecure: true, stream: false }), 500, `pull model manifest: cannot reach registry 127.0.0.1:${port}: connection refused`);
+  await assertError(
+    t,
+    await postJson(`${url}/api/pull`, { model: `127.0.0.1:${port}/library/x`, insecure: true, stream: false }),
+    500,
+    `pull model manifest: cannot reach registry 127.0.0.1:${port}: connection refused`,
+  );
 
   pulls = 0;
   const cli = forkLmd(t, ["pull", "--insecure", `127.0.0.1:${port}/library/x`], { SERVICE_HOST: url.replace("http://", "") });
@@ -148,8 +153,18 @@ t.test("small layers over their cap are refused before any download (item 3)", a
   });
   reg.addModel("library/fat-template", "latest", [{ mediaType: MODEL, data: gguf }, { mediaType: TEMPLATE, data: Buffer.alloc(2 * 1024 * 1024, 0x61) }]);
   const { url } = await startDaemon(t, { models: [] });
-  await assertError(t, await postJson(`${url}/api/pull`, { model: `${reg.host}/library/fat`, insecure: true, stream: false }), 500, "pull model manifest: config layer of 314572800 bytes is over the limit of 1048576");
-  await assertError(t, await postJson(`${url}/api/pull`, { model: `${reg.host}/library/fat-template`, insecure: true, stream: false }), 500, "pull model manifest: template layer of 2097152 bytes is over the limit of 1048576");
+  await assertError(
+    t,
+    await postJson(`${url}/api/pull`, { model: `${reg.host}/library/fat`, insecure: true, stream: false }),
+    500,
+    "pull model manifest: config layer of 314572800 bytes is over the limit of 1048576",
+  );
+  await assertError(
+    t,
+    await postJson(`${url}/api/pull`, { model: `${reg.host}/library/fat-template`, insecure: true, stream: false }),
+    500,
+    "pull model manifest: template layer of 2097152 bytes is over the limit of 1048576",
+  );
   t.same(reg.stats.blobRequests, [], "nothing was downloaded");
 });
 
@@ -157,7 +172,10 @@ t.test("a failed pull publishes no blob; complete downloads stay resumable (item
   const reg = await startTestRegistry(t);
   const gguf = await fs.readFile(await testGguf());
   const template = Buffer.from("{{ .Prompt }}");
-  const manifest = reg.addModel("library/half", "latest", [{ mediaType: MODEL, data: gguf }, { mediaType: TEMPLATE, data: template }]) as { config: { digest: string } };
+  const manifest = reg.addModel("library/half", "latest", [
+    { mediaType: MODEL, data: gguf },
+    { mediaType: TEMPLATE, data: template },
+  ]) as { config: { digest: string } };
   reg.faults.corrupt = sha256(template); // the model blob verifies, the template does not
   const { url, config } = await startDaemon(t, { models: [] });
   const name = `${reg.host}/library/half`;

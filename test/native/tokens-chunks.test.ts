@@ -59,7 +59,8 @@ t.test("chunked tokens are the whole text's tokens", async (t) => {
         const whole = Array.from(tokenizeWhole(model, text, special));
         if (JSON.stringify(await tokenizeAsync(model, text, special)) !== JSON.stringify(whole)) long++;
         // The leading-space option (node-llama-cpp's, for text that follows other text): same as model.tokenize.
-        if (JSON.stringify(await tokenizeAsync(model, text, special, "trimLeadingSpace")) !== JSON.stringify(model.tokenize(text, special, "trimLeadingSpace"))) long++;
+        if (JSON.stringify(await tokenizeAsync(model, text, special, "trimLeadingSpace")) !== JSON.stringify(model.tokenize(text, special, "trimLeadingSpace")))
+          long++;
       }
     }
     t.equal(long, 0, `${name}: long texts, asynchronously, as a whole`);

@@ -35,7 +35,10 @@ t.test("serve --help prints the usage and every variable, and starts nothing", a
 
 t.test("serve with any other argument exits 2 with a message, before touching anything", async (t) => {
   const cases: [string[], RegExp][] = [
-    [["--port", "21498"], /^lmd serve: unknown flag '--port': serve takes no arguments; it is configured by environment variables \(e\.g\. SERVICE_HOST=127\.0\.0\.1:8080 lmd serve\); see lmd serve --help\n$/],
+    [
+      ["--port", "21498"],
+      /^lmd serve: unknown flag '--port': serve takes no arguments; it is configured by environment variables \(e\.g\. SERVICE_HOST=127\.0\.0\.1:8080 lmd serve\); see lmd serve --help\n$/,
+    ],
     [["--host=0.0.0.0"], /^lmd serve: unknown flag '--host=0\.0\.0\.0'/],
     [["-p"], /^lmd serve: unknown flag '-p'/],
     [["now"], /^lmd serve: unexpected argument 'now'/],
@@ -79,7 +82,13 @@ t.test("lmd with an unknown command or flag exits 2; --help's columns line up", 
 t.test("a misspelled variable is named at start with the nearest known one", async (t) => {
   const home = t.testdir();
   mkdirSync(path.join(home, "m"));
-  const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(home, "m"), HOME: home, SERVICE_KEEPALIVE: "10m", OLLAMA_NUM_PARALEL: "2" });
+  const d = await forkDaemon(t, {
+    SERVICE_HOST: "127.0.0.1:0",
+    SERVICE_MODELS: path.join(home, "m"),
+    HOME: home,
+    SERVICE_KEEPALIVE: "10m",
+    OLLAMA_NUM_PARALEL: "2",
+  });
   const warned = d.lines.filter((l) => l.level === 40).map((l) => l.msg);
   t.same(warned.sort(), [
     "unknown variable OLLAMA_NUM_PARALEL is ignored; did you mean OLLAMA_NUM_PARALLEL?",

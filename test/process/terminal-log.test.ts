@@ -12,7 +12,16 @@ t.test("on a terminal: one line per request; refusals at info with their message
   const dir = t.testdir();
   const command = `${process.execPath} ${MAIN} serve`;
   const child = spawn("script", ["-qfec", command, "/dev/null"], {
-    env: { PATH: process.env.PATH, HOME: dir, TERM: "dumb", NO_COLOR: "1", SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "models"), SERVICE_GPU: "false", SERVICE_THREADS: "1" },
+    env: {
+      PATH: process.env.PATH,
+      HOME: dir,
+      TERM: "dumb",
+      NO_COLOR: "1",
+      SERVICE_HOST: "127.0.0.1:0",
+      SERVICE_MODELS: path.join(dir, "models"),
+      SERVICE_GPU: "false",
+      SERVICE_THREADS: "1",
+    },
     stdio: ["pipe", "pipe", "pipe"],
   });
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
@@ -37,7 +46,11 @@ t.test("on a terminal: one line per request; refusals at info with their message
   daemon = await runnerPidOf(child.pid!);
   const url = `http://127.0.0.1:${port}`;
   for (const [p, id] of [["/readyz?model=demo", "probe-1"], ["/api/show", "show-1"]] as const) {
-    const res = await fetch(`${url}${p}`, { method: p === "/api/show" ? "POST" : "GET", body: p === "/api/show" ? JSON.stringify({ model: "missing" }) : undefined, headers: { "x-request-id": id } });
+    const res = await fetch(`${url}${p}`, {
+      method: p === "/api/show" ? "POST" : "GET",
+      body: p === "/api/show" ? JSON.stringify({ model: "missing" }) : undefined,
+      headers: { "x-request-id": id },
+    });
     t.ok(res.status === 503 || res.status === 404, `${p}: ${res.status}`);
     await res.arrayBuffer();
   }
