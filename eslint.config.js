@@ -2,9 +2,13 @@
 // ESLint with typescript-eslint rather than Biome: the rules that catch real bugs here (no-floating-promises,
 // no-misused-promises) need the TypeScript type checker, which Biome does not run.
 import js from "@eslint/js";
+import { defineConfig } from "eslint/config";
 import tseslint from "typescript-eslint";
 
-export default tseslint.config(
+const STRING = String.raw`(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|\x60(?:[^\x60\\]|\\.)*\x60)`;
+const ONE_STRING_LINE = String.raw`^\s*(?:[\w$.]+: |return |(?:const|let) \w+ = )?${STRING}[,;)]*(?: \+)?$`;
+
+export default defineConfig(
   { ignores: ["dist/", ".tap/", "test/fixtures/", "packaging/", "examples/"] },
   js.configs.recommended,
   tseslint.configs.recommended,
@@ -34,7 +38,9 @@ export default tseslint.config(
       ],
       // Allowed only on a line whose eslint-disable-next-line comment says why.
       "@typescript-eslint/no-explicit-any": "error",
-      "max-len": ["error", { code: 160, ignoreUrls: true, ignoreRegExpLiterals: true }],
+      // A line that is one string literal (a template, a message matched exactly) may run longer: cut in
+      // pieces it would no longer be found by a search for the text.
+      "max-len": ["error", { code: 160, ignoreUrls: true, ignoreRegExpLiterals: true, ignorePattern: ONE_STRING_LINE }],
       eqeqeq: ["error", "always", { null: "ignore" }],
       "no-var": "error",
       "prefer-const": "error",

@@ -83,7 +83,7 @@ async function kvCacheRows(o: MemoryOptions): Promise<Row[]> {
     const b = greedyRuns.q8 ?? [];
     let same = 0;
     let delta = 0;
-    while (same < a.length && same < b.length && a[same]!.token === b[same]!.token) delta += Math.abs(a[same]!.logprob - b[same]!.logprob), same++;
+    for (; same < a.length && same < b.length && a[same]!.token === b[same]!.token; same++) delta += Math.abs(a[same]!.logprob - b[same]!.logprob);
     const mib = (n: number) => (n / 2 ** 20).toFixed(0);
     return [
       [

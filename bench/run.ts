@@ -150,7 +150,12 @@ function startDirect(): { call: <T>(req: DirectRequest) => Promise<T>; child: Ch
 type ExtraModels = Record<string, { file: string; params?: Record<string, unknown> }>;
 
 /** lmd as a user runs it: `node dist/src/main.js serve`, its store in the cache; `onLog` sees its log lines. */
-async function startLmd(modelFile: string, env: Record<string, string>, extra: ExtraModels = {}, onLog?: (line: string) => void): Promise<{ url: string; child: ChildProcess }> {
+async function startLmd(
+  modelFile: string,
+  env: Record<string, string>,
+  extra: ExtraModels = {},
+  onLog?: (line: string) => void,
+): Promise<{ url: string; child: ChildProcess }> {
   const store = new ModelStore(path.join(cache, "store"));
   await store.init();
   await installGguf(store, "bench", modelFile, { params: { repeat_penalty: 1 } });
@@ -414,7 +419,7 @@ async function main(): Promise<void> {
     ["RSS (MB): daemon idle; daemon and runner with the model loaded", `${f(rssIdle, 0)}; ${f(rss.loaded, 0)} + ${f(rss.runner, 0)}`, "—", "idle ≤ 100"],
   ];
   // KV-cache types and saved prompt prefixes are CPU measurements.
-  const memory = gpu ? [] : [...(await memoryRows(modelFile)), ...(await tokenizeFigures(modelFile))];
+  const memory = gpu ? [] : [...(await memoryRows()), ...(await tokenizeFigures(modelFile))];
   const table = (rows: Row[]) => ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
   process.stdout.write(
@@ -423,14 +428,18 @@ async function main(): Promise<void> {
       `${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
       `${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}${offload ? `; ${gpu}, ${offload}` : ""}\n`,
   );
-  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, gpu, offload, threads, rounds, servingRounds, tokens, samples: r, serving: serving.samples, threadsChosen: serving.chosen, rps, rssIdle, rssLoaded: rss.loaded, rssRunner: rss.runner, llamaServer: llamaServerEngine() }, null, 2));
+  if (args.json) {
+    const rssFigures = { rssIdle, rssLoaded: rss.loaded, rssRunner: rss.runner };
+    const run = { model: modelFile, gpu, offload, threads, rounds, servingRounds, tokens, llamaServer: llamaServerEngine() };
+    writeFileSync(args.json, JSON.stringify({ ...run, samples: r, serving: serving.samples, threadsChosen: serving.chosen, rps, ...rssFigures }, null, 2));
+  }
 
   // Keep-alive sockets and the daemon's shutdown would otherwise hold the process open.
   process.exit(0);
 }
 
 /** The memory rows (bench/memory.ts): KV-cache types and saved prompt prefixes. */
-function memoryRows(modelFile: string): Promise<Row[]> {
+function memoryRows(): Promise<Row[]> {
   const preset = existsSync(args.model) ? "bench-100m" : (args.model as PresetName);
   return memoryFigures({ startLmd: (file, env) => startLmd(file, env), preset, cache, rounds: args.quick ? 1 : 3, tokens, threads, log });
 }
@@ -442,7 +451,7 @@ function tokenizeFigures(modelFile: string): Promise<Row[]> {
 
 /** `--only memory` or `--only tokenize`: those rows alone. */
 async function onlyRows(section: "memory" | "tokenize", modelFile: string): Promise<void> {
-  const rows = section === "memory" ? await memoryRows(modelFile) : await tokenizeFigures(modelFile);
+  const rows = section === "memory" ? await memoryRows() : await tokenizeFigures(modelFile);
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
   process.stdout.write(
     ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n") +

@@ -44,7 +44,10 @@ export interface ServingContext {
   modelFile: string;
   sampling: Sampling;
   log(msg: string): void;
-  /** `--only <section>`: that section alone (`aggregate`: 4 and 8 streams, without the TTFT-under-load probes; `busy`: the busy-host and two-models rows; `speculative`). */
+  /**
+   * `--only <section>`: that section alone (`aggregate`: 4 and 8 streams, without the TTFT-under-load probes; `busy`: the
+   * busy-host and two-models rows; `speculative`).
+   */
   only?: "aggregate" | "busy" | "speculative" | undefined;
   /** A GPU run (`--gpu`): the aggregate and TTFT rows only; the busy-host, two-models and speculative blocks measure CPU threads and a 1B pair on the CPU. */
   gpu?: boolean | undefined;
@@ -343,7 +346,8 @@ export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]
   for (const [variant, [text, target]] of Object.entries(label)) {
     rows.push([
       `speculative decode tok/s, 1B target, greedy: ${text}`,
-      `${f(m(`${variant}.rate`), 2)} vs ${f(plain, 2)} plain, ${f(m(`${variant}.drafted`), 0)} tokens drafted per ${Math.min(ctx.tokens, 64)}, ${f(100 * m(`${variant}.acceptance`), 0)}% accepted`,
+      `${f(m(`${variant}.rate`), 2)} vs ${f(plain, 2)} plain, ` +
+        `${f(m(`${variant}.drafted`), 0)} tokens drafted per ${Math.min(ctx.tokens, 64)}, ${f(100 * m(`${variant}.acceptance`), 0)}% accepted`,
       ratio(m(`${variant}.rate`), plain),
       target,
     ]);

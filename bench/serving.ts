@@ -61,7 +61,13 @@ async function longStream(kind: ServerKind, url: string, prompt: string, s: Samp
  * `n` streams that keep decoding until stopped: the "others" of the TTFT-under-load figure. A
  * stream that ends by itself (an end-of-sequence token: lmd has no ignore_eos) is restarted.
  */
-export function backgroundStreams(kind: ServerKind, url: string, n: number, s: Sampling, salt: number): { ready: Promise<void>; stopped(): boolean; stop(): Promise<void> } {
+export function backgroundStreams(
+  kind: ServerKind,
+  url: string,
+  n: number,
+  s: Sampling,
+  salt: number,
+): { ready: Promise<void>; stopped(): boolean; stop(): Promise<void> } {
   const ac = new AbortController();
   const seen = new Array<number>(n).fill(0);
   let markReady!: () => void;

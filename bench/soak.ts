@@ -169,7 +169,11 @@ async function main(): Promise<void> {
   const warm = samples.find((s) => s.t >= 20) ?? samples[0]!;
   const last = samples.at(-1)!;
   const summary = {
-    durationS: DURATION_MS / 1000, clients: CLIENTS, cpus: os.availableParallelism(), loadavgAtStart: loadavg, loadavgAtEnd: os.loadavg().map((l) => l.toFixed(2)).join(" "),
+    durationS: DURATION_MS / 1000,
+    clients: CLIENTS,
+    cpus: os.availableParallelism(),
+    loadavgAtStart: loadavg,
+    loadavgAtEnd: os.loadavg().map((l) => l.toFixed(2)).join(" "),
     requests, byStatus: Object.fromEntries([...stats.entries()].sort()), failures: failures.length, failureSamples: failures.slice(0, 10),
     rssKiB: { start: samples[0]!.rssKiB, warm: warm.rssKiB, end: last.rssKiB, max: Math.max(...samples.map((s) => s.rssKiB)) },
     fds: { start: samples[0]!.fds, warm: warm.fds, end: last.fds, max: Math.max(...samples.map((s) => s.fds)) },

@@ -164,7 +164,12 @@ export async function reportBackend(mode: GpuMode, log: Logger, host: HostFacts 
 /** Runs the probe process (tests pass a stand-in for a GPU host). */
 export type Probe = (mode: GpuMode, candidates: GpuBackend[]) => Promise<ProbeResult>;
 
-export async function findBackend(mode: GpuMode, host: HostFacts = realHost(), nodeModules = nodeModulesDir(), probe: Probe = runProbe): Promise<BackendReport> {
+export async function findBackend(
+  mode: GpuMode,
+  host: HostFacts = realHost(),
+  nodeModules = nodeModulesDir(),
+  probe: Probe = runProbe,
+): Promise<BackendReport> {
   if (mode === false) return { backend: "cpu", devices: [], vramBytes: 0, unused: [] };
   const { llamaVersion, installed } = installedBackends(nodeModules);
   const unused: BackendReport["unused"] = [];
@@ -233,7 +238,12 @@ export function runnerGpu(mode: GpuMode, r: BackendReport): { gpu: RunnerGpu; re
  * exits, however it exits. A probe that dies or hangs during its smoke test (its last answer says
  * `pending`) failed it, with llama.cpp's error line from its stderr as the reason.
  */
-export function runProbe(mode: GpuMode, candidates: GpuBackend[], timeoutMs = 120_000, entry = path.join(path.dirname(childEntry()), "../probe.js")): Promise<ProbeResult> {
+export function runProbe(
+  mode: GpuMode,
+  candidates: GpuBackend[],
+  timeoutMs = 120_000,
+  entry = path.join(path.dirname(childEntry()), "../probe.js"),
+): Promise<ProbeResult> {
   return new Promise((resolve) => {
     const scratch = mkdtempSync(path.join(os.tmpdir(), "lmd-probe-"));
     // GGML_NO_BACKTRACE: an abort exits at once instead of running gdb for a backtrace.
@@ -307,14 +317,19 @@ class ErrorLines {
     if (/\berror: \S/i.test(line) && this.errors.length < 20) this.errors.push(line.replace(/^llama\.cpp: /, "").replace(/\.$/, ""));
   }
 
+  private flushPartial(): void {
+    if (this.partial) this.line(this.partial);
+    this.partial = "";
+  }
+
   /** The first error line (since the smoke test's marker). */
   error(): string | undefined {
-    if (this.partial) this.line(this.partial), (this.partial = "");
+    this.flushPartial();
     return this.errors[0];
   }
 
   last(): string {
-    if (this.partial) this.line(this.partial), (this.partial = "");
+    this.flushPartial();
     return this.lastLine;
   }
 }

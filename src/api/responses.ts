@@ -84,11 +84,20 @@ export const responsesSchema = {
       items: {
         type: "object",
         required: ["type"],
-        properties: { type: str, name: { type: "string", minLength: 1, pattern: "^[^\\s]+$" }, description: { type: ["string", "null"] }, parameters: { type: ["object", "null"] } },
+        properties: {
+          type: str,
+          name: { type: "string", minLength: 1, pattern: "^[^\\s]+$" },
+          description: { type: ["string", "null"] },
+          parameters: { type: ["object", "null"] },
+        },
       },
     },
     tool_choice: {
-      anyOf: [{ type: "string", enum: ["none", "auto", "required"] }, { type: "object", required: ["type"], properties: { type: str, name: str } }, { type: "null" }],
+      anyOf: [
+        { type: "string", enum: ["none", "auto", "required"] },
+        { type: "object", required: ["type"], properties: { type: str, name: str } },
+        { type: "null" },
+      ],
     },
     text: {
       type: ["object", "null"],

@@ -3,7 +3,7 @@
  * and one way to fail (`Error: <message>` on stderr, exit 1; usage mistakes exit 2).
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { Client, ClientError, clientFromEnv } from "../api/client.js";
+import { type Client, ClientError, clientFromEnv } from "../api/client.js";
 import { withAliases } from "../config.js";
 
 /** Exit statuses of the client commands (docs/cli.md). */

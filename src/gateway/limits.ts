@@ -15,7 +15,12 @@ import type { Logger } from "../logger.js";
  * refused only while all are busy: plain HTTP gets a readable 503, a TLS socket (no handshake yet)
  * is only closed.
  */
-export function capGatewayConnections(server: Server, limits: { total: number; perAddress: number; prefix: { v4: number; v6: number }; firstRequestMs: number }, log: Logger, tls: boolean): void {
+export function capGatewayConnections(
+  server: Server,
+  limits: { total: number; perAddress: number; prefix: { v4: number; v6: number }; firstRequestMs: number },
+  log: Logger,
+  tls: boolean,
+): void {
   capConnections(server, {
     total: limits.total,
     firstRequestMs: limits.firstRequestMs,

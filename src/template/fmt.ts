@@ -256,6 +256,7 @@ const QUOTED: Record<string, string> = {
 
 /** strconv.Quote (as far as templates need it: ASCII and C1 controls escaped, the rest kept). */
 export function goQuoteString(s: string, b: Budget = new Budget()): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what this escapes
   return replaceBounded(s, /["\\\x00-\x1f\x7f-\x9f]/g, (ch) => {
     const q = QUOTED[ch];
     if (q) return q;

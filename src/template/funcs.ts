@@ -57,7 +57,7 @@ export function callFunction(
     if (typeof out === "string") b.returned(out.length);
     return out;
   } catch (e) {
-    if (e instanceof CallError) throw new Error(`error calling ${fn.name}: ${e.message}`);
+    if (e instanceof CallError) throw new Error(`error calling ${fn.name}: ${e.message}`, { cause: e });
     throw e;
   }
 }
@@ -213,6 +213,7 @@ const JS_SPECIAL: Record<string, string> = { "\\": "\\\\", "'": "\\'", '"': '\\"
 
 /** template.JSEscapeString: ASCII specials and controls, and non-ASCII controls and separators. */
 function jsEscape(s: string, b: Budget): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what this escapes
   return replaceBounded(s, /[\\'"<>&=\x00-\x1f]|(?=[^\x00-\x7f])[\p{C}\p{Z}]/gu, (ch) => {
     const cp = ch.codePointAt(0)!;
     if (cp < 0x80) return JS_SPECIAL[ch] ?? `\\u00${cp.toString(16).toUpperCase().padStart(2, "0")}`;

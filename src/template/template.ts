@@ -6,7 +6,7 @@
 import { LRUCache } from "lru-cache";
 import { BadRequestError } from "../errors.js";
 import type { ListNode, Node } from "./ast.js";
-import { Budget, execute, TemplateExecError, type ExecLimits } from "./exec.js";
+import { type Budget, execute, TemplateExecError, type ExecLimits } from "./exec.js";
 import { FUNCS } from "./funcs.js";
 import { IdentifierError, identifiers } from "./walk.js";
 import { parse, TemplateSyntaxError } from "./parser.js";

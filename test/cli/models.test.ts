@@ -54,8 +54,8 @@ t.test("create from a Modelfile with a local GGUF, then show, cp, rm", async (t)
   t.equal(sys.stdout, "You are terse.\nVery terse.\n");
   const info = await lmd(url, ["show", "mine"]);
   t.equal(info.code, 0, info.stderr);
-  t.match(info.stdout, /^  Model\n    architecture +llama$/m);
-  t.match(info.stdout, /^  Parameters\n[\s\S]*temperature +0\.3/m);
+  t.match(info.stdout, /^ {2}Model\n {4}architecture +llama$/m);
+  t.match(info.stdout, /^ {2}Parameters\n[\s\S]*temperature +0\.3/m);
   const mf = await lmd(url, ["show", "mine", "--modelfile"]);
   t.match(mf.stdout, /^FROM /m);
 

@@ -53,7 +53,7 @@ t.test("usage mistakes exit 2 and print the usage", async (t) => {
   t.match(r.stderr, /^Error: expected at least 1 argument\(s\), got 0\n\nRun a model/);
   const h = await lmd(url, ["pull", "--help"]);
   t.equal(h.code, 0);
-  t.match(h.stdout, /Usage:\n  lmd pull MODEL \[--insecure\]/);
+  t.match(h.stdout, /Usage:\n {2}lmd pull MODEL \[--insecure\]/);
 });
 
 t.test("version names the server's version", async (t) => {

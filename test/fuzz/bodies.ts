@@ -195,23 +195,42 @@ const responsesItems = fc.array(
 /** Fields each endpoint reads (the model field from `model`). */
 export function endpointFields(model: fc.Arbitrary<Json>): Record<string, Record<string, fc.Arbitrary<Json>>> {
   return {
-    "POST /api/generate": { model, prompt: value, system: value, template: value, context: value, format: value, options, stream: value, keep_alive: value, raw: value, images: value },
+    "POST /api/generate": {
+      model, prompt: value, system: value, template: value, context: value, format: value, options,
+      stream: value, keep_alive: value, raw: value, images: value,
+    },
     "POST /api/chat": { model, messages, tools: value, format: value, options, stream: value, think: value, keep_alive: value },
     "POST /api/embed": { model, input: value, truncate: value, dimensions: fc.oneof(value, hugeNumber), options },
     "POST /api/embeddings": { model, prompt: value, options },
     "POST /api/show": { model, name: model, verbose: value },
-    "POST /api/create": { model, name: model, from: fc.oneof(model, fc.constant("sha256:" + "0".repeat(64))), files: fc.oneof(value, fc.dictionary(hostileString, fc.oneof(value, fc.constant("sha256:" + "1".repeat(64))))), template: value, system: value, parameters: value, messages, license: value, adapters: value },
+    "POST /api/create": {
+      model, name: model, from: fc.oneof(model, fc.constant("sha256:" + "0".repeat(64))),
+      files: fc.oneof(value, fc.dictionary(hostileString, fc.oneof(value, fc.constant("sha256:" + "1".repeat(64))))),
+      template: value, system: value, parameters: value, messages, license: value, adapters: value,
+    },
     "POST /api/copy": { source: model, destination: model },
     "DELETE /api/delete": { model, name: model },
     "POST /api/pull": { model: modelNoRegistry, name: modelNoRegistry, insecure: value, stream: value },
     "POST /api/push": { model: modelNoRegistry, name: modelNoRegistry, insecure: value, stream: value },
-    "POST /v1/chat/completions": { model, messages, stream: value, max_tokens: fc.oneof(value, hugeNumber), temperature: fc.oneof(value, hugeNumber), tools: value, response_format: value, stream_options: value, stop: value },
+    "POST /v1/chat/completions": {
+      model, messages, stream: value, max_tokens: fc.oneof(value, hugeNumber), temperature: fc.oneof(value, hugeNumber),
+      tools: value, response_format: value, stream_options: value, stop: value,
+    },
     "POST /v1/completions": { model, prompt: value, stream: value, max_tokens: fc.oneof(value, hugeNumber), suffix: value, echo: value },
     "POST /v1/embeddings": { model, input: value, dimensions: fc.oneof(value, hugeNumber), encoding_format: value },
-    "POST /v1/messages": { model, max_tokens: fc.oneof(value, hugeNumber), messages: anthropicMessages, system: value, tools: value, tool_choice: value, thinking: value, stop_sequences: value, stream: value, temperature: fc.oneof(value, hugeNumber), top_k: value },
+    "POST /v1/messages": {
+      model, max_tokens: fc.oneof(value, hugeNumber), messages: anthropicMessages, system: value, tools: value, tool_choice: value,
+      thinking: value, stop_sequences: value, stream: value, temperature: fc.oneof(value, hugeNumber), top_k: value,
+    },
     "POST /v1/messages/count_tokens": { model, messages: anthropicMessages, system: value, tools: value, tool_choice: value },
-    "POST /v1/responses": { model, input: fc.oneof(value, responsesItems), instructions: value, tools: value, tool_choice: value, text: value, max_output_tokens: fc.oneof(value, hugeNumber), previous_response_id: value, include: value, top_logprobs: value, stream: value },
-    "POST /api/rerank": { model, query: value, documents: fc.oneof(value, fc.array(fc.oneof(value, fc.record({ text: value }, { requiredKeys: [] })), { maxLength: 3 })), top_n: fc.oneof(value, hugeNumber), return_documents: value },
+    "POST /v1/responses": {
+      model, input: fc.oneof(value, responsesItems), instructions: value, tools: value, tool_choice: value, text: value,
+      max_output_tokens: fc.oneof(value, hugeNumber), previous_response_id: value, include: value, top_logprobs: value, stream: value,
+    },
+    "POST /api/rerank": {
+      model, query: value, documents: fc.oneof(value, fc.array(fc.oneof(value, fc.record({ text: value }, { requiredKeys: [] })), { maxLength: 3 })),
+      top_n: fc.oneof(value, hugeNumber), return_documents: value,
+    },
   };
 }
 
@@ -347,7 +366,10 @@ export async function runCases(url: string, cases: readonly FuzzCase[], concurre
 }
 
 const segment = fc.oneof(
-  fc.constantFrom("api", "v1", "blobs", "models", "generate", "chat", "tags", "ps", "show", "..", ".", "%2e%2e", "%2E%2e%2f", "%00", "%ff", "%", "", "sha256:" + "a".repeat(64), "sha256-" + "b".repeat(64), "sha256:" + "A".repeat(64), "etc", "passwd", "~root", ";", "%0d%0aX-Injected:%201"),
+  fc.constantFrom(
+    "api", "v1", "blobs", "models", "generate", "chat", "tags", "ps", "show", "..", ".", "%2e%2e", "%2E%2e%2f", "%00", "%ff", "%", "",
+    "sha256:" + "a".repeat(64), "sha256-" + "b".repeat(64), "sha256:" + "A".repeat(64), "etc", "passwd", "~root", ";", "%0d%0aX-Injected:%201",
+  ),
   fc.string({ maxLength: 12 }).map(encodeURIComponent),
   fc.string({ unit: "grapheme", maxLength: 6 }).map(encodeURIComponent),
 );

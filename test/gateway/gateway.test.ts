@@ -104,7 +104,9 @@ t.test("the gateway in front of a real daemon", async (t) => {
       ],
       [
         "unsigned (alg none)",
-        `${Buffer.from('{"alg":"none"}').toString("base64url")}.${Buffer.from(`{"sub":"x","exp":${Math.floor(Date.now() / 1000) + 300}}`).toString("base64url")}.`,
+        [{ alg: "none" }, { sub: "x", exp: Math.floor(Date.now() / 1000) + 300 }]
+          .map((part) => Buffer.from(JSON.stringify(part)).toString("base64url"))
+          .join(".") + ".",
         "invalid bearer token: algorithm 'none' is not accepted",
       ],
       ["no exp", await new SignJWT({ sub: "x" }).setProtectedHeader({ alg: "HS256" }).sign(new TextEncoder().encode(SECRET)), /^invalid bearer token: /],

@@ -58,14 +58,24 @@ export const FAMILIES: readonly Family[] = [
   { name: "qwen2.5", vocab: "qwen2", template: "Qwen-Qwen2.5-7B-Instruct" },
   {
     name: "qwen3", vocab: "qwen2", template: "Qwen-Qwen3-0.6B",
-    added: { tokens: QWEN3_ADDED, set: { "tokenizer.ggml.eos_token_id": u32(151645), "tokenizer.ggml.padding_token_id": u32(151643), "tokenizer.ggml.add_bos_token": bool(false) } },
+    added: {
+      tokens: QWEN3_ADDED,
+      set: { "tokenizer.ggml.eos_token_id": u32(151645), "tokenizer.ggml.padding_token_id": u32(151643), "tokenizer.ggml.add_bos_token": bool(false) },
+    },
   },
   { name: "qwen3.5", vocab: "qwen35", template: "Qwen3.5-4B" },
   {
     name: "deepseek-r1", vocab: "qwen2", template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
     added: {
       tokens: R1_QWEN_ADDED,
-      set: { "tokenizer.ggml.pre": { t: "str", v: "deepseek-r1-qwen" }, "tokenizer.ggml.bos_token_id": u32(151646), "tokenizer.ggml.eos_token_id": u32(151643), "tokenizer.ggml.padding_token_id": u32(151643), "tokenizer.ggml.add_bos_token": bool(true), "tokenizer.ggml.add_eos_token": bool(false) },
+      set: {
+        "tokenizer.ggml.pre": { t: "str", v: "deepseek-r1-qwen" },
+        "tokenizer.ggml.bos_token_id": u32(151646),
+        "tokenizer.ggml.eos_token_id": u32(151643),
+        "tokenizer.ggml.padding_token_id": u32(151643),
+        "tokenizer.ggml.add_bos_token": bool(true),
+        "tokenizer.ggml.add_eos_token": bool(false),
+      },
     },
   },
   { name: "gemma4", vocab: "gemma-4", template: "google-gemma-4-31B-it" },

@@ -162,7 +162,9 @@ export async function startTestRegistry(t: Test, options: RegistryOptions = {}):
     serveBlob(req, res, m[1], "blobhost");
   });
 
-  const registry = http.createServer((req, res) => {
+  // Some routes answer after reading the body: the handler may return a promise, which node:http ignores.
+  const registry = http.createServer((req, res) => void registryRoute(req, res));
+  const registryRoute = (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? "/", "http://x");
     const fail = faults.failStatus;
     if (fail && fail.path.test(url.pathname) && (fail.times ?? Infinity) > 0) {
@@ -205,7 +207,7 @@ export async function startTestRegistry(t: Test, options: RegistryOptions = {}):
       return serveBlob(req, res, rest, "registry");
     }
     return uploadRoute(req, res, repo, rest, url);
-  });
+  };
 
   const manifestRoute = (req: IncomingMessage, res: ServerResponse, key: string) => {
     if (req.method === "PUT") {

@@ -20,7 +20,7 @@ const sha = (b: Buffer) => `sha256:${createHash("sha256").update(b).digest("hex"
 
 // Counts every child process this test process starts (fork and spawn both go through it).
 let spawned = 0;
-const realSpawn = ChildProcess.prototype.spawn; // eslint-disable-line @typescript-eslint/unbound-method
+const realSpawn = ChildProcess.prototype.spawn;
 ChildProcess.prototype.spawn = function (this: ChildProcess, ...args: Parameters<ChildProcess["spawn"]>) {
   spawned++;
   return realSpawn.apply(this, args);

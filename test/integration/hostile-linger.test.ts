@@ -31,8 +31,11 @@ function send(port: number, head: string, body: Buffer, chunked: boolean): Promi
       socket.write(head);
       if (!chunked) socket.end(body);
       else {
-        for (let i = 0; i < body.length; i += 1024 * 1024)
-          (socket.write(`${Math.min(1024 * 1024, body.length - i).toString(16)}\r\n`), socket.write(body.subarray(i, i + 1024 * 1024)), socket.write("\r\n"));
+        for (let i = 0; i < body.length; i += 1024 * 1024) {
+          socket.write(`${Math.min(1024 * 1024, body.length - i).toString(16)}\r\n`);
+          socket.write(body.subarray(i, i + 1024 * 1024));
+          socket.write("\r\n");
+        }
         socket.end("0\r\n\r\n");
       }
     });
@@ -52,7 +55,8 @@ t.test("100 oversized bodies with Content-Length and 20 chunked: every client re
   const failures: string[] = [];
   const runs: Array<[boolean, number]> = [[false, 100], [true, 20]];
   for (const [chunked, count] of runs) {
-    const head = `POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n${chunked ? "Transfer-Encoding: chunked" : `Content-Length: ${TEN_MB.length}`}\r\n\r\n`;
+    const framing = chunked ? "Transfer-Encoding: chunked" : `Content-Length: ${TEN_MB.length}`;
+    const head = `POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n${framing}\r\n\r\n`;
     for (let i = 0; i < count; i++) {
       const out = await send(port, head, TEN_MB, chunked);
       const { status, body } = parse(out.response);

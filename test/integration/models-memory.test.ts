@@ -33,7 +33,9 @@ async function sparseBlob(store: ModelStore, hexChar: string, size: number): Pro
   return digest;
 }
 
-t.test("oversized small layers in the store: bounded memory, one model fails alone", { skip: existsSync("/proc/self/status") ? false : "needs /proc" }, async (t) => {
+const needsProc = { skip: existsSync("/proc/self/status") ? false : "needs /proc" };
+
+t.test("oversized small layers in the store: bounded memory, one model fails alone", needsProc, async (t) => {
   const dir = t.testdir();
   const store = new ModelStore(dir);
   await store.init();

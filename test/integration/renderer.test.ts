@@ -24,6 +24,7 @@ t.test("a model that names Ollama's renderer", async (t) => {
   });
   const post = async (path: string, body: Record<string, unknown>) => {
     const res = await postJson(`${url}${path}`, { stream: false, ...body });
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON answer whose fields the assertions read by path
     return { status: res.status, body: (await res.json()) as Record<string, any> };
   };
   const rendered = async (model: string, body: Record<string, unknown>, path = "/api/chat") =>

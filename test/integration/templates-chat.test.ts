@@ -8,11 +8,13 @@
 import t from "tap";
 import { postJson, readNdjson, startDaemon } from "../helpers/daemon.js";
 
+/* eslint-disable max-len -- a template whose lines are its text: a break would change what it renders */
 const TEMPLATE = `{{- if .Tools }}[AVAILABLE] {{ json .Tools }}
 {{ end }}{{- range .Messages }}<|im_start|>{{ .Role }}
 {{ if .ToolCalls }}{{ range .ToolCalls }}{"name": "{{ .Function.Name }}", "arguments": {{ json .Function.Arguments }}}{{ end }}{{ else }}{{ .Content }}{{ end }}<|im_end|>
 {{ end }}<|im_start|>assistant
 {{ if .Think }}<think>{{ end }}`;
+/* eslint-enable max-len */
 // Thinking support, as Ollama infers it: .Thinking between tags inside range .Messages.
 const THINKING = TEMPLATE.replace("{{ .Content }}{{ end }}", "{{ if .Thinking }}<think>{{ .Thinking }}</think>{{ end }}{{ .Content }}{{ end }}");
 const params = { type: "object", properties: { city: { enum: ["Paris", "Tokyo"] } }, required: ["city"] };

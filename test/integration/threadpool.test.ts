@@ -152,7 +152,8 @@ t.test("a context's threads changed back and forth between decodes: it decodes o
   const library = threadpoolLibrary();
   if (!library) return t.fail("the threadpool library was not built");
   const flips = 150;
-  const { stdout } = await run(process.execPath, [fileURLToPath(new URL("../helpers/thread-flips.mjs", import.meta.url)), await testGguf({ preset: "small" }), String(flips)], {
+  const script = fileURLToPath(new URL("../helpers/thread-flips.mjs", import.meta.url));
+  const { stdout } = await run(process.execPath, [script, await testGguf({ preset: "small" }), String(flips)], {
     env: { ...process.env, LD_PRELOAD: library, UV_THREADPOOL_SIZE: "1" },
     timeout: 120_000,
     killSignal: "SIGKILL",

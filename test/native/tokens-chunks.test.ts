@@ -13,7 +13,10 @@ import { tokenizeAsync, tokenizeInChunks, tokenizeWhole } from "../../src/runner
 import { llamaSrc } from "../helpers/llama-src.js";
 import { testGguf } from "../helpers/models.js";
 
-const PIECES = ["a", "b", "the", "word", " ", "  ", "\n", "\n\n", "\t", "\u{1F600}", "é", "中文", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "<|end|>", "<|user|>", "12", "3", ".", ",", "\u2581", " x", "ab "];
+const PIECES = [
+  "a", "b", "the", "word", " ", "  ", "\n", "\n\n", "\t", "\u{1F600}", "é", "中文", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "<|end|>",
+  "<|user|>", "12", "3", ".", ",", "\u2581", " x", "ab ",
+];
 
 function texts(seed: number, count: number, length: number): string[] {
   let state = seed;

@@ -22,8 +22,18 @@ t.test("anthropic: blocks → turns", async (t) => {
     thinking: { type: "disabled" },
     messages: [
       { role: "user", content: "Weather?" },
-      { role: "assistant", content: [{ type: "thinking", thinking: "hm" }, { type: "text", text: "Let me see." }, { type: "tool_use", id: "t1", name: "get_weather", input: { city: "Paris" } }] },
-      { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: [{ type: "text", text: "21C" }] }, { type: "text", text: "And tomorrow?" }] },
+      {
+        role: "assistant",
+        content: [
+          { type: "thinking", thinking: "hm" },
+          { type: "text", text: "Let me see." },
+          { type: "tool_use", id: "t1", name: "get_weather", input: { city: "Paris" } },
+        ],
+      },
+      {
+        role: "user",
+        content: [{ type: "tool_result", tool_use_id: "t1", content: [{ type: "text", text: "21C" }] }, { type: "text", text: "And tomorrow?" }],
+      },
     ],
   };
   const call = anthropicCall(body, "m");
@@ -67,7 +77,14 @@ t.test("responses: items → turns", async (t) => {
     { role: "system", content: "Be brief." },
     { role: "system", content: "Rules." },
     { role: "user", content: "Weather in Paris and Tokyo?" },
-    { role: "assistant", content: "", toolCalls: [{ id: "c1", name: "get_weather", arguments: { city: "Paris" } }, { id: "c2", name: "get_time", arguments: {} }] },
+    {
+      role: "assistant",
+      content: "",
+      toolCalls: [
+        { id: "c1", name: "get_weather", arguments: { city: "Paris" } },
+        { id: "c2", name: "get_time", arguments: {} },
+      ],
+    },
     { role: "tool", content: "noon", toolName: "get_time", toolCallId: "c2" },
     { role: "tool", content: "21C", toolName: "get_weather", toolCallId: "c1" },
   ], "consecutive calls are one assistant turn; outputs find their call by call_id; the ids kept for the template");

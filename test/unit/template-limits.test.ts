@@ -81,7 +81,11 @@ t.test("execution is bounded: steps, output, template depth, time", async (t) =>
 
 t.test("random token soup: every template parses or is a 400, every execution returns or is a 400", async (t) => {
   const fc = (await import("fast-check")).default;
-  const tokens = ["{{", "}}", "{{-", "-}}", " ", "\n", ".", ".A", ".B", "$", "$x", ":=", "=", "|", "(", ")", "if", "else", "end", "range", "with", "define", "template", "block", "break", "continue", '"T"', "`r`", "'c'", "1", "-2", "1.5", "0x1f", "nil", "true", "len", "index", "slice", "printf", '"%d %s %v"', "eq", "lt", "and", "or", "not", "json", "print", "html", "/*", "*/", ",", "$i", "$v", "x", "{", "}", "-", "call"];
+  const tokens = [
+    "{{", "}}", "{{-", "-}}", " ", "\n", ".", ".A", ".B", "$", "$x", ":=", "=", "|", "(", ")", "if", "else", "end", "range", "with", "define", "template",
+    "block", "break", "continue", '"T"', "`r`", "'c'", "1", "-2", "1.5", "0x1f", "nil", "true", "len", "index", "slice", "printf", '"%d %s %v"', "eq", "lt",
+    "and", "or", "not", "json", "print", "html", "/*", "*/", ",", "$i", "$v", "x", "{", "}", "-", "call",
+  ];
   let executed = 0;
   fc.assert(
     fc.property(fc.array(fc.constantFrom(...tokens), { maxLength: 40 }), (parts) => {

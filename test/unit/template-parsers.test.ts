@@ -52,7 +52,8 @@ t.test("calls and content as Ollama's TestParser expects", async (t) => {
     content: "Let me say hello to the user. I'll use the say_hello tool. ",
     calls: [],
   });
-  t.same(run(mistral, [`[TOOL_CALLS] [{"name": "get_temperature", "arguments": {"city": "London", "format": "fahrenheit"}}, {"name": "get_conditions", "arguments": {"location": "Tokyo"}}][/TOOL_CALLS]`]), {
+  const calls = `[{"name": "get_temperature", "arguments": {"city": "London", "format": "fahrenheit"}}, {"name": "get_conditions", "arguments": {"location": "Tokyo"}}]`;
+  t.same(run(mistral, [`[TOOL_CALLS] ${calls}[/TOOL_CALLS]`]), {
     content: "",
     calls: [
       { index: 0, name: "get_temperature", arguments: { city: "London", format: "fahrenheit" } },
