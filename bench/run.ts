@@ -23,7 +23,7 @@
  * unless that does not start on this host.
  *
  * `--warm-up-tokens N` (default 6,144): tokens each side generates in its measured workload before
- * the first measurement (docs/benchmarks.md, "The warm-up").
+ * the first measurement (docs/benchmarks.md, "Method").
  *
  * `--gpu cuda` measures on a GPU, every layer offloaded on each side (lmd `SERVICE_GPU=cuda`, the
  * direct process, llama-server `-ngl 999`): the single-stream, prefill, aggregate and TTFT figures
@@ -114,7 +114,7 @@ const started = performance.now();
 const loadBefore = os.loadavg().map((l) => l.toFixed(2)).join(" ");
 const tokens = args.quick ? 32 : Number(args.tokens);
 const cache = args.cache;
-/** Tokens each side generates in its measured workload before it is measured (docs/benchmarks.md, "The warm-up"). */
+/** Tokens each side generates in its measured workload before it is measured (docs/benchmarks.md, "Method"). */
 const warmUpTokens = args["warm-up-tokens"] !== undefined ? Number(args["warm-up-tokens"]) : args.quick ? 2 * tokens : 6144;
 const sampling: Sampling = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, seed: 1, repeat_penalty: 1 };
 
@@ -134,7 +134,7 @@ async function ensureModel(): Promise<string> {
 /**
  * The direct baseline process: one libuv thread and the persistent threadpool library preloaded, as
  * lmd's runners have them (without it, node-llama-cpp starts its decoding threads afresh for every
- * decode, and on a small VM a token can take several times as long: docs/benchmarks.md).
+ * decode, and on a small VM a token can take several times as long: docs/benchmarks/history.md).
  */
 function startDirect(): { call: <T>(req: DirectRequest) => Promise<T>; child: ChildProcess } {
   const child = track(fork(path.join(here, "direct.js"), [], { env: runnerEnv(), stdio: ["ignore", "inherit", "inherit", "ipc"] }));
@@ -234,7 +234,7 @@ async function main(): Promise<void> {
   await stopProcess(idleLmd.child);
 
   // Of two servers started one after the other, the second can measure faster (docs/benchmarks.md,
-  // "2026-11-25"): the first half of the rounds runs with lmd, the direct process and llama-server
+  // "Method"): the first half of the rounds runs with lmd, the direct process and llama-server
   // started in that order, the second half with the three started again in the reverse order.
   const halves = [Math.ceil(rounds / 2), Math.floor(rounds / 2)];
   const startSides = async (lmdFirst: boolean) => {

@@ -74,7 +74,7 @@ async function stop(d: Daemon | undefined): Promise<void> {
 async function aggregate(ctx: ServingContext, n: number, add: (k: string, v: number) => void): Promise<void> {
   ctx.log(`aggregate, ${n} streams${n === 4 && ctx.only === undefined ? "; time to first token while 3 others stream" : ""}`);
   // Of two servers started one after the other, the second measures faster in interleaved rounds
-  // (same build on both sides, 4 streams: lmd +6 %, llama-server +13 %; docs/benchmarks.md): the
+  // (docs/benchmarks.md, "Method"): the
   // first half of the rounds runs with lmd started first, the second half with both started again
   // in the other order.
   const halves = ctx.startServer ? [Math.ceil(ctx.rounds / 2), Math.floor(ctx.rounds / 2)] : [ctx.rounds];
@@ -112,9 +112,9 @@ async function measure(
     kind === "lmd"
       ? lmdDecode(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling).then((r) => r.streams)
       : llamaServerStreams(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling);
-  // Load, then warm up with the measured workload: a fresh daemon's first ~5,000 tokens run slower
-  // while V8 compiles its per-token JavaScript on background threads, which take CPU time from the
-  // decoding threads (docs/benchmarks.md, "The warm-up"); llama-server has no such ramp.
+  // Load, then warm up with the measured workload: a fresh daemon's first few thousand tokens run
+  // slower while V8 compiles its per-token JavaScript on background threads, which take CPU time from
+  // the decoding threads (docs/benchmarks.md, "Method"); llama-server has no such ramp.
   const warmUps = Math.max(2, Math.ceil(ctx.warmUpTokens / (n * ctx.tokens)));
   for (let warmup = -warmUps; warmup < 0; warmup++) for (const [kind, url] of targets) await decode(kind, url, warmup).then(() => undefined);
   for (let round = from; round < to; round++) {

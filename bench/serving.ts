@@ -1,5 +1,5 @@
 /**
- * The serving figures of `npm run bench` (issue 15): aggregate decode of 4 and 8 concurrent
+ * The serving figures of `npm run bench`: aggregate decode of 4 and 8 concurrent
  * streams against llama-server `-np 4`/`-np 8`, the time to first token of a new request while
  * others stream, decode on a busy host (a CPU hog pinned to one core) for each thread count and
  * for lmd's automatic choice, and speculative decoding with the identity-layer pair and an

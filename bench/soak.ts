@@ -1,5 +1,5 @@
 /**
- * Soak test (issue 9): a built `lmd serve` on loopback with a tiny model, driven by many concurrent
+ * Soak test: a built `lmd serve` on loopback with a tiny model, driven by many concurrent
  * clients for several minutes with a mix of streams, non-streams, chat, /v1, embeddings, model
  * listing, malformed bodies and requests aborted halfway. It reports requests and errors by status,
  * and the daemon's RSS, open file descriptors and child processes over time; it fails (exit 1) on

@@ -1,5 +1,5 @@
 /**
- * The error classes of the contract: HTTP errors carrying their status, and the model store's
+ * The error classes of the API: HTTP errors carrying their status, and the model store's
  * errors ({@link StoreError}), which carry a kind instead, so that the store knows nothing of HTTP.
  *
  * Handlers throw these; one place (`http/server.ts`) turns any thrown value into a status and

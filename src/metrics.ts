@@ -12,8 +12,7 @@ import type { JobStats } from "./runner/handle.js";
 
 /**
  * How often the event-loop delay histogram samples. prom-client's default, 10 ms, is a timer that
- * wakes an idle daemon 100 times a second (measured: 504 wakeups of the main thread in 5 s, with
- * no request). A stall is still measured at this rate: it is the lateness of the next sample.
+ * wakes an idle daemon 100 times a second with no request. A stall is still measured at this rate: it is the lateness of the next sample.
  */
 export const EVENT_LOOP_SAMPLE_MS = 100;
 

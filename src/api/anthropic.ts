@@ -1,7 +1,7 @@
 /**
  * Wire types and JSON Schemas of Anthropic's Messages API as lmd accepts it (`POST /v1/messages`,
  * `POST /v1/messages/count_tokens`). A leaf, like types.ts. Unknown fields are allowed and ignored
- * (`metadata`, `service_tier`, cache controls); ranges are CONTRACT §3's.
+ * (`metadata`, `service_tier`, cache controls); ranges are those of the other endpoints.
  */
 
 export interface AnthropicTextBlock {

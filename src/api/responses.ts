@@ -1,7 +1,7 @@
 /**
  * Wire types and the JSON Schema of OpenAI's Responses API as lmd accepts it (`POST /v1/responses`,
  * stateless). A leaf, like types.ts. Unknown fields are allowed and ignored (`store`, `metadata`,
- * `truncation`, `parallel_tool_calls`, `reasoning`); ranges are CONTRACT §3's.
+ * `truncation`, `parallel_tool_calls`, `reasoning`); ranges are those of the other endpoints.
  */
 
 export interface ResponsesContentPart {

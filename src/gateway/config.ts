@@ -61,7 +61,7 @@ export interface GatewayConfig {
   jwtAudience: string | undefined;
   /** Requests per minute per key; 0 = unlimited. */
   rateLimit: number;
-  /** Connection caps (issue 13 item 6). */
+  /** Connection caps: in all and per client address. */
   maxConnections: number;
   maxConnectionsPerAddress: number;
   /** Failed authentications per address per minute; 0 = unlimited. */

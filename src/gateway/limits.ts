@@ -1,5 +1,5 @@
 /**
- * Abuse limits the gateway applies per client address (issue 13 items 6 and 14): a cap on open
+ * Abuse limits the gateway applies per client address: a cap on open
  * connections (total and per address), a limit on failed authentications per address, and the
  * gateway's own answers to requests Node's parser refuses. The address is the socket's peer: behind
  * another proxy every client shares it, so raise the limits there (docs/deployment.md says so).

@@ -1,6 +1,6 @@
 /**
- * Access guards of CONTRACT §5: the Host check (DNS-rebinding defence while bound to loopback) and
- * CORS. No credentials are checked here or anywhere in the daemon: it never answers 401.
+ * Access guards: the Host check (DNS-rebinding defence while bound to loopback) and CORS, so that a
+ * web page cannot drive the API through the user's browser. No credentials are checked here or anywhere in the daemon: it never answers 401.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { isIPv4, isIPv6 } from "node:net";

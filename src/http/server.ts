@@ -1,6 +1,7 @@
 /**
  * The HTTP server: request id → logger → guards → route → handler, and the ONE place where a
- * thrown error becomes a response (CONTRACT §3). One access-log line per request.
+ * thrown error becomes a response, always `{"error": "..."}` with no other field. One access-log line
+ * per request.
  */
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import { randomBytes } from "node:crypto";
@@ -123,8 +124,8 @@ async function handle(options: HttpServerOptions, req: IncomingMessage, res: Ser
   // access line, which carries reqId itself).
   let log: Logger | undefined;
   const url = parseUrl(req.url ?? "/");
-  // The client-gone signal costs an AbortController and a listener per request (measured: a third
-  // of a small request's cost), so it is made on first use, by the routes that run models.
+  // The client-gone signal costs an AbortController and a listener per request, a large share of a
+  // small request's cost, so it is made on first use, by the routes that run models.
   let signal: AbortSignal | undefined;
   const ctx: RequestContext = {
     req, res, url, params: {}, id, maxBodyBytes: options.maxBodyBytes,

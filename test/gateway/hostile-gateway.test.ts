@@ -1,5 +1,5 @@
 /**
- * Issue 13 items 6 and 14 (gateway): connection caps (total and per address, logged), the
+ * The gateway's abuse limits: connection caps (total and per address, logged), the
  * gateway's own 400/431 answers as `{"error"}`, a per-address limit on failed authentications,
  * and absolute-form request targets normalised before forwarding. Real sockets, an in-process
  * gateway in front of a tiny echo upstream (no model is needed to see what reaches the daemon).

@@ -1,5 +1,5 @@
 /**
- * The one assertion for error responses (CONTRACT §3): the status, a JSON content type, and a body
+ * The one assertion for error responses: the status, a JSON content type, and a body
  * that is exactly `{"error": "<string>"}` (equal to / matching `message` when given).
  */
 import type { Test } from "tap";

@@ -1,7 +1,7 @@
 /**
  * Crafted GGUF files for the hostile-input tests: a small builder that writes any header the
  * format can express (and many it should not), a structurally valid base file, and a corpus of
- * malformed variants, each with the refusal that models/gguf.ts must give for it.
+ * malformed variants, each with the refusal that the GGUF reader (src/gguf/) must give for it.
  *
  * The base file is structurally sound (it passes validation) but is not a usable llama model:
  * llama.cpp itself refuses it, inside a runner child. That is the "reaches a runner" case.

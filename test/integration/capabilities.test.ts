@@ -1,5 +1,5 @@
 /**
- * Issue 12 item 9: `capabilities` in /api/show and /api/tags say what a model can do, in Ollama's
+ * `capabilities` in /api/show and /api/tags say what a model can do, in Ollama's
  * words and by Ollama's rules (server/images.go): `completion` or `embedding`; `tools`, `insert`,
  * `thinking` from the template in effect (a Go template layer, else the GGUF's Jinja template).
  * And, as Ollama: an embedding-only model on /api/generate or /api/chat is a 400

@@ -1,5 +1,5 @@
 /**
- * Docs a newcomer can run (issue 14 item 13): every ```sh block in README.md and docs/*.md made
+ * Docs a newcomer can run: every ```sh block in README.md and docs/*.md made
  * only of `curl ... http://127.0.0.1:11434/...` commands is run, in document order, against a fresh
  * daemon that serves the built-in demo model (as `npm start` does), with curl failing on any HTTP
  * error status. Examples that need something else (a registry, a second host) are ```text blocks.

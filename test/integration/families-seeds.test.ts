@@ -1,5 +1,5 @@
 /**
- * Issue 12 items 9 and 10 on the real daemon and runner: `images` on /api/generate is refused
+ * On the real daemon and runner: `images` on /api/generate is refused
  * (node-llama-cpp has no vision), and a request without `seed` draws a fresh random seed while
  * a request with one reproduces.
  */

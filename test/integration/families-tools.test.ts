@@ -1,5 +1,5 @@
 /**
- * Issue 12 "Must show" on real families, part 2 (models as in families.test.ts, the same cached
+ * Real families, part 2 (models as in families.test.ts, the same cached
  * files): a forced tool call round trips in four call formats, and thinking on two thinking families.
  * - Round trip: `tool_choice: "required"` on /v1 makes the answer open in the family's call syntax
  *   (name and arguments under grammar: random weights never call by themselves); lmd returns it as

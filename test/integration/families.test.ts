@@ -1,5 +1,5 @@
 /**
- * Issue 12 "Must show" on nine real families (test/helpers/families.ts): models written by
+ * Nine real families (test/helpers/families.ts) served as they would be: models written by
  * make-model with a family's real vocabulary (every `tokenizer.*` key of llama.cpp's
  * `models/ggml-vocab-*.gguf`, Qwen 3 and DeepSeek-R1 with their own added tokens) and chat
  * template, random weights, one model per family. Per family:

@@ -1,5 +1,5 @@
 /**
- * Faults (issue 9): the daemon SIGKILLed in the middle of a blob upload leaves a store that is
+ * Faults: the daemon SIGKILLed in the middle of a blob upload leaves a store that is
  * consistent after a restart (no temporary file, no partial blob, the upload can be redone); a
  * runner SIGKILLed mid-stream ends only its own stream, the other loaded model carries on in its
  * own runner, and the next request reloads the killed one.

@@ -1,5 +1,5 @@
 /**
- * A client-disconnect storm (issue 9): hundreds of requests of every kind (streams, non-streams,
+ * A client-disconnect storm: hundreds of requests of every kind (streams, non-streams,
  * chat, /v1, embeddings, half-sent bodies) aborted at random points: while queued, while the model
  * loads, mid-stream, mid-body. Afterwards no slot is busy, nothing is queued, no temporary file is
  * left, and the daemon serves the next request at once.

@@ -1,5 +1,5 @@
 /**
- * Crafted GGUF files through the API (issue 9): each is refused by `/api/create` with 400, and a
+ * Crafted GGUF files through the API: each is refused by `/api/create` with 400, and a
  * store that already holds one (copied in from elsewhere) answers 500 `failed to load model
  * '<name>': corrupt model file: <detail>` quickly, without forking a runner for it. A file that is
  * structurally sound but that llama.cpp cannot load does reach a runner, and that failure stays in

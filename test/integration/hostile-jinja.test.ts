@@ -1,5 +1,5 @@
 /**
- * Issue 13 item 15: a GGUF whose Jinja chat template loops (nested `range(100000)`) must not pin
+ * A GGUF whose Jinja chat template loops (nested `range(100000)`) must not pin
  * its runner nor stop other models serving. node-llama-cpp renders the template while the model
  * loads (its chat-wrapper check), so the load's no-progress bound (SERVICE_LOAD_TIMEOUT) kills the
  * runner and answers 500; the parent's event loop and the other runners are untouched. A template

@@ -1,5 +1,5 @@
 /**
- * Issue 13 item 4: a keep_alive too long for a Date or a timer is "forever" (as Ollama treats
+ * A keep_alive too long for a Date or a timer is "forever" (as Ollama treats
  * huge durations), reported consistently, and no input makes a read-only endpoint fail. Timeouts
  * in the configuration that no timer can hold are refused at start instead of firing at once.
  */

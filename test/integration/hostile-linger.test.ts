@@ -1,5 +1,5 @@
 /**
- * Issue 17 and issue 13 item 7: a refusal sent before the body is read reaches the client every
+ * A refusal sent before the body is read reaches the client every
  * time (lingering close: no reset destroys the answer), and a client that keeps sending, or
  * drips, is closed at the documented bound (src/http/linger.ts: 2 s after the answer, or the body
  * limit + 4 MiB discarded). Raw sockets: the client writes as fast as the socket takes it.

@@ -1,5 +1,5 @@
 /**
- * Names, digests and symbolic links (issue 9): nothing a request names can walk out of the store.
+ * Names, digests and symbolic links: nothing a request names can walk out of the store.
  * Traversal, absolute paths, odd characters and over-long names are 400 `invalid model name`;
  * malformed digests are 400 `invalid digest`; and a symbolic link inside the store that leads out
  * of it (a blob, a layer, a manifest directory) is never followed, whatever route reaches it.

@@ -1,5 +1,5 @@
 /**
- * Issue 13 item 8: a client that sends a streaming generate and then stops reading must not make
+ * A client that sends a streaming generate and then stops reading must not make
  * the daemon buffer every token nor hold its slot forever. While the socket does not drain, the
  * runner pauses that job's token loop (src/runner/flow.ts); a client that reads again gets the
  * whole stream; one that never does is dropped after SERVICE_WRITE_TIMEOUT, its job cancelled and

@@ -1,5 +1,5 @@
 /**
- * A store's small layers cannot make the daemon use memory (issue 13 item 3). The registry path
+ * A store's small layers cannot make the daemon use memory. The registry path
  * (a pull of a manifest declaring a 300 MiB config) is refused in registry-hostile.test.ts; here the
  * store is crafted by hand, as a copied-in Ollama store could be: a 300 MiB config layer and a
  * 64 MiB template layer (sparse files, so they cost no disk). The forked daemon's peak RSS

@@ -1,5 +1,5 @@
 /**
- * Concurrent writers of one name and crashes mid-write (issue 13 items 9 and 10): create, copy and
+ * Concurrent writers of one name and crashes mid-write: create, copy and
  * delete of the same names at once answer 200 or 404 (409 when in use), never 500, and leave a
  * store where every manifest's blobs exist and every blob is referenced; after a SIGKILL during
  * creates, a restart removes the orphans and the partial downloads that cannot be resumed or are

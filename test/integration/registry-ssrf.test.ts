@@ -1,5 +1,5 @@
 /**
- * Blind SSRF through a registry's redirects (issue 13 item 11). A registry that is not on loopback
+ * Blind SSRF through a registry's redirects. A registry that is not on loopback
  * may not send lmd to loopback, link-local or (from a public registry) private addresses; the
  * address is checked where the socket resolves it, so a DNS name is caught as well as a literal.
  *

@@ -1,5 +1,5 @@
 /**
- * Go-template models running for real (issue 12): chat and generate evaluate the Modelfile TEMPLATE
+ * Go-template models running for real: chat and generate evaluate the Modelfile TEMPLATE
  * (not the GGUF's), tool calls in the template's format come back as `tool_calls` (forced by an
  * honest grammar: a `format` schema, or `tool_choice` on /v1, makes the random-weight model write a
  * call object, which the tool parser reads like any model output), and thinking is split from the

@@ -1,5 +1,5 @@
 /**
- * Issue 12: each of the 20 templates of Ollama's template/ folder, set as a model's TEMPLATE through
+ * Each of the 20 templates of Ollama's template/ folder, set as a model's TEMPLATE through
  * /api/create, renders the three conversations of Ollama's TestTemplate exactly as Ollama does,
  * through `_debug_render_only` on /api/chat; /api/generate renders the single-user case. Before,
  * generate answered 400 on `.Messages` templates and chat ignored the template layer.

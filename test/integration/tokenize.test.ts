@@ -1,5 +1,5 @@
 /**
- * `POST /api/tokenize` and `POST /api/detokenize` on the real daemon and runner (issue 12 item 6):
+ * `POST /api/tokenize` and `POST /api/detokenize` on the real daemon and runner:
  * llama-server's field names, `add_special` adding BOS as the vocabulary asks, a round trip back to
  * the text, and the request errors.
  */

@@ -1,5 +1,5 @@
 /**
- * Truncation made visible and chosen (issue 16 item 5): every generate/chat/v1 answer reports the
+ * Truncation made visible and chosen: every generate/chat/v1 answer reports the
  * prompt tokens dropped to fit the context (`truncated_tokens`, `usage.truncated_tokens`), the
  * metric `lmd_truncated_tokens_total` counts them, and `truncate: false` (or SERVICE_TRUNCATE=false)
  * makes an over-long prompt a 400 before anything is generated.

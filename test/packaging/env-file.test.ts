@@ -1,5 +1,5 @@
 /**
- * packaging/lmd.env (installed as /etc/lmd/lmd.env) lists every variable of CONTRACT §2,
+ * packaging/lmd.env (installed as /etc/lmd/lmd.env) lists every configuration variable (src/config.ts),
  * commented out, with its default under systemd; the unit sets the defaults it claims.
  * Regenerate it with: npm run build && node packaging/gen-env.mjs > packaging/lmd.env
  */

@@ -1,5 +1,5 @@
 /**
- * Static checks of the packages and units (issue 7): lintian, rpmlint with its filter file, and
+ * Static checks of the packages and units: lintian, rpmlint with its filter file, and
  * systemd-analyze security with a threshold. (systemd-analyze verify runs in install-test.sh,
  * against the installed units, where the paths they name exist.)
  */

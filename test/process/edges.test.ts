@@ -1,5 +1,5 @@
 /**
- * Issue 14: clean failures at the edges — a port in use, an unusable model store, a CLI whose
+ * Clean failures at the edges — a port in use, an unusable model store, a CLI whose
  * reader goes away.
  */
 import { spawn, spawnSync } from "node:child_process";

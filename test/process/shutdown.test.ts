@@ -1,5 +1,5 @@
 /**
- * Issue 14: shutdown at its edges, with the built daemon forked as systemd or a terminal runs it.
+ * Shutdown at its edges, with the built daemon forked as systemd or a terminal runs it.
  *
  * - A stream still running when SERVICE_SHUTDOWN_TIMEOUT ends is stopped cleanly: its last line
  *   says the server is shutting down, the runner disposes its model and exits 0, nothing is

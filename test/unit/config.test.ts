@@ -2,7 +2,7 @@ import t from "tap";
 import { clientUrl, ConfigError, isLoopbackHost, loadConfig, parseListenAddress, unknownVariables, VARIABLES } from "../../src/config.js";
 import { parseDuration, parseSize } from "../../src/units.js";
 
-t.test("SERVICE_HOST accepts every form of CONTRACT §2", async (t) => {
+t.test("SERVICE_HOST accepts every documented form", async (t) => {
   const cases: [string, string, number][] = [
     ["127.0.0.1:11434", "127.0.0.1", 11434],
     ["127.0.0.1", "127.0.0.1", 11434],
@@ -230,7 +230,7 @@ t.test("durations and sizes", async (t) => {
   t.equal(parseSize("1 furlong"), undefined);
 });
 
-// Issue 14, items 7–9: habits from systemd and Ollama.
+// Habits from systemd and Ollama.
 t.test("booleans accept 1/0/true/false/yes/no/on/off in any case (daemon and gateway)", async (t) => {
   const { loadGatewayConfig } = await import("../../src/gateway/config.js");
   const base = { GATEWAY_API_KEYS: "k", GATEWAY_HOST: "127.0.0.1:1" };

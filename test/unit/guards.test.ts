@@ -77,7 +77,7 @@ const hostCases: Array<[string | null, boolean]> = [
   ["[::]:11434", false],
   ["192.168.1.10:11434", false],
   [null, false],
-  // Issue 13 item 14: parsed as RFC 9110 host[:port], not matched by prefix or pattern.
+  // Parsed as RFC 9110 host[:port], not matched by prefix or pattern.
   ["127.0.0.1:80@evil.com", false],
   ["127.999.999.999", false],
   ["[::1", false],
