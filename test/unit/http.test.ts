@@ -4,7 +4,15 @@ import net from "node:net";
 import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
-import { BrokenModelError, ModelNotFoundError, ModelRunError, NotFoundError, MethodNotAllowedError, NotReadyError, ServiceBusyError } from "../../src/errors.js";
+import {
+  BrokenModelError,
+  ModelNotFoundError,
+  ModelRunError,
+  NotFoundError,
+  MethodNotAllowedError,
+  NotReadyError,
+  ServiceBusyError,
+} from "../../src/errors.js";
 import { readJson, readJsonOrEmpty } from "../../src/http/body.js";
 import { createGuards } from "../../src/http/guards.js";
 import { NdjsonStream, SseStream, sendJson, sendText } from "../../src/http/respond.js";
@@ -376,7 +384,11 @@ t.test("store errors get their status at the door: a missing model is a refusal,
   await assertError(t, await fetch(`${url}/no-model`, { headers: { "x-request-id": "gone" } }), 404, "model 'nope' not found, try pulling it first");
   await assertError(t, await fetch(`${url}/broken-model`, { headers: { "x-request-id": "broken" } }), 500, "failed to load model 'm': invalid messages layer");
   await sleep(20);
-  t.match(logs.filter((l) => l.reqId === "gone"), [{ msg: "request", level: 30, status: 404, error: "model 'nope' not found, try pulling it first" }], "one info line");
+  t.match(
+    logs.filter((l) => l.reqId === "gone"),
+    [{ msg: "request", level: 30, status: 404, error: "model 'nope' not found, try pulling it first" }],
+    "one info line",
+  );
   t.match(logs.filter((l) => l.reqId === "broken"), [{ msg: "request failed", level: 50, status: 500 }], "one line at error priority");
 });
 
