@@ -127,7 +127,7 @@ t.test("connections are capped in total and per client address, and logged", asy
 });
 
 t.test("1,040 silent sockets from 40 addresses: a valid key is served at once, the cap logged once", async (t) => {
-  // The defaults: 1024 in all, 64 per address. Silent sockets used to hold the cap for ~60 s.
+  // The defaults: 1024 in all, 64 per address. Silent sockets must not hold the cap until their timeout.
   const { port, logs } = await setup();
   const sockets: net.Socket[] = [];
   t.teardown(() => sockets.forEach((s) => s.destroy()));

@@ -77,7 +77,7 @@ t.test("tokenizing is linear, cancellable, and a long answer does not hold the d
   }
 
   t.test("a long answer leaves the daemon answering others", async (t) => {
-    // "a" repeated with spaces: one token per word (linear before the fix too): ~2.5M tokens, ~12 MB of JSON.
+    // "a" repeated with spaces: one token per word (linear in any case): ~2.5M tokens, ~12 MB of JSON.
     const words = "a ".repeat(2_500_000);
     let done = false;
     let slowest = 0;

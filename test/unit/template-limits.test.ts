@@ -156,7 +156,7 @@ t.test("the values returned in all are held to a total", async (t) => {
 });
 
 t.test("the crash template of a few hundred bytes is refused at once, building nothing", async (t) => {
-  // Eight doublings of a million characters: 256 Mi characters, which padding used to spread into an array.
+  // Eight doublings of a million characters: 256 Mi characters, which padding must not spread into an array.
   const src = `{{$a := printf "%1000000s" "x"}}${DOUBLE.repeat(8)}{{printf "%s" $a}}`;
   const t0 = performance.now();
   t.match(execError(src), /at <print>: template value exceeded 33554432 characters/);
