@@ -495,7 +495,12 @@ async function onlySingle(modelFile: string): Promise<void> {
   const f = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : "—");
   const each = (k: string) => (r[k] ?? []).map((x) => x.toFixed(0)).join(", ");
   const rows: Row[] = [
-    ["single-stream decode tok/s, lmd vs llama-server (`-np 1`)", server ? `${f(m("lmd"))} vs ${f(m("llama-server"))} (rounds: lmd ${each("lmd")}; llama-server ${each("llama-server")})` : f(m("lmd")), server ? (m("lmd") / m("llama-server")).toFixed(3) : "—", "≥ 0.9"],
+    [
+      "single-stream decode tok/s, lmd vs llama-server (`-np 1`)",
+      server ? `${f(m("lmd"))} vs ${f(m("llama-server"))} (rounds: lmd ${each("lmd")}; llama-server ${each("llama-server")})` : f(m("lmd")),
+      server ? (m("lmd") / m("llama-server")).toFixed(3) : "—",
+      "≥ 0.9",
+    ],
     ["single-stream decode tok/s, lmd HTTP vs node-llama-cpp direct", `${f(m("lmd"))} vs ${f(m("direct"))}`, (m("lmd") / m("direct")).toFixed(3), "≥ 0.97"],
   ];
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
@@ -504,7 +509,11 @@ async function onlySingle(modelFile: string): Promise<void> {
       `\n\n${path.basename(modelFile)}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; ${minutes} min; ` +
       `load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}\n`,
   );
-  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, rounds, tokens, only: "single", samples: r, llamaServer: llamaServerEngine() }, null, 2));
+  if (args.json)
+    writeFileSync(
+      args.json,
+      JSON.stringify({ model: modelFile, threads, rounds, tokens, only: "single", samples: r, llamaServer: llamaServerEngine() }, null, 2),
+    );
   process.exit(0);
 }
 

@@ -116,14 +116,8 @@ export function staticReason(b: InstalledBackend, llamaVersion: string, host: Ho
 /** What the files on this host say: ld.so.cache, LD_LIBRARY_PATH and the usual library directories. */
 export function realHost(env: NodeJS.ProcessEnv = process.env): HostFacts {
   let cache: string | undefined;
-  const dirs = [
-    ...(env.LD_LIBRARY_PATH ?? "").split(":").filter(Boolean),
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib64",
-    "/usr/lib",
-    "/lib/x86_64-linux-gnu",
-    "/lib64",
-  ];
+  const system = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/lib64"];
+  const dirs = [...(env.LD_LIBRARY_PATH ?? "").split(":").filter(Boolean), ...system];
   return {
     hasLibrary(name) {
       cache ??= (() => {
@@ -181,13 +175,8 @@ export async function findBackend(
     else candidates.push(b);
   }
   if (mode !== "auto" && !installed.some((b) => b.backend === mode)) {
-    return {
-      backend: "cpu",
-      devices: [],
-      vramBytes: 0,
-      unused,
-      error: `the ${mode} binaries are not installed (${GPU_PACKAGES[mode].join(", ")}; package ${SYSTEM_PACKAGE[mode]})`,
-    };
+    const error = `the ${mode} binaries are not installed (${GPU_PACKAGES[mode].join(", ")}; package ${SYSTEM_PACKAGE[mode]})`;
+    return { backend: "cpu", devices: [], vramBytes: 0, unused, error };
   }
   if (candidates.length === 0) {
     const error = mode !== "auto" ? unused.find((u) => u.backend === mode)?.reason : undefined;

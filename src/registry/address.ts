@@ -125,7 +125,11 @@ export class AddressPolicy {
   }
 
   /** A `net.connect` lookup that resolves, checks and pins the address. */
-  readonly lookup = (hostname: string, options: dns.LookupOptions, callback: (err: Error | null, address: string | dns.LookupAddress[], family?: number) => void): void => {
+  readonly lookup = (
+    hostname: string,
+    options: dns.LookupOptions,
+    callback: (err: Error | null, address: string | dns.LookupAddress[], family?: number) => void,
+  ): void => {
     dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return callback(err, []);
       const registry = this.registryClass ?? "public";

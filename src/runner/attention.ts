@@ -17,7 +17,8 @@ export const NARROW_HEAD = 64;
 
 /** The widest key and value head of the model, or undefined if its header does not say. */
 export function headWidth(insights: GgufInsights): number | undefined {
-  const meta = insights.ggufFileInfo.architectureMetadata as { embedding_length?: unknown; attention?: { head_count?: unknown; key_length?: unknown; value_length?: unknown } } | undefined;
+  const meta = insights.ggufFileInfo.architectureMetadata as
+    { embedding_length?: unknown; attention?: { head_count?: unknown; key_length?: unknown; value_length?: unknown } } | undefined;
   const heads = meta?.attention?.head_count;
   const embedding = meta?.embedding_length;
   const derived = typeof heads === "number" && heads > 0 && typeof embedding === "number" ? embedding / heads : undefined;
@@ -32,7 +33,11 @@ export function headWidth(insights: GgufInsights): number | undefined {
  * than {@link NARROW_HEAD}. A quantized KV cache needs flash attention: the scheduler sends `true`
  * with one, so this never turns it off.
  */
-export function flashAttentionFor(spec: Pick<LoadSpec, "flashAttention" | "kvCacheType">, insights: GgufInsights, gpuLayers: number): FlashAttention | undefined {
+export function flashAttentionFor(
+  spec: Pick<LoadSpec, "flashAttention" | "kvCacheType">,
+  insights: GgufInsights,
+  gpuLayers: number,
+): FlashAttention | undefined {
   const wanted = spec.flashAttention;
   if (wanted !== undefined && wanted !== "auto") return wanted;
   if (gpuLayers > 0 || (spec.kvCacheType !== undefined && spec.kvCacheType !== "f16")) return wanted;

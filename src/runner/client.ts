@@ -96,7 +96,10 @@ export class Runner implements RunnerHandle {
   tokenize(text: string, signal?: AbortSignal, addSpecial = false, parseSpecial = true): Promise<Uint32Array> {
     // The client already left (a truncation search goes on rendering): nothing for the runner to do.
     if (signal?.aborted) return Promise.reject(new ModelRunError("the request was cancelled"));
-    return this.run<Uint32Array>((id) => ({ type: "tokenize", id, text, ...(addSpecial ? { addSpecial } : {}), ...(parseSpecial ? {} : { parseSpecial }) }), signal);
+    return this.run<Uint32Array>(
+      (id) => ({ type: "tokenize", id, text, ...(addSpecial ? { addSpecial } : {}), ...(parseSpecial ? {} : { parseSpecial }) }),
+      signal,
+    );
   }
 
   /** The text of `tokens`, special tokens included (a token the vocabulary lacks fails as `invalid`). */
@@ -277,7 +280,10 @@ export class Runner implements RunnerHandle {
    */
   private renderOverrun(id: number): void {
     const budget = seconds(this.renders.budgetMs ?? 0);
-    this.options.log.error({ model: this.options.name, runner: this.pid, budget }, "the model's chat template did not render a prompt within SERVICE_RENDER_TIMEOUT; retiring its runner");
+    this.options.log.error(
+      { model: this.options.name, runner: this.pid, budget },
+      "the model's chat template did not render a prompt within SERVICE_RENDER_TIMEOUT; retiring its runner",
+    );
     this.jobs.get(id)?.reject(new BadRequestError(`the model's chat template did not render these messages within ${budget}`));
     this.jobs.delete(id);
     this.send({ type: "cancel", id });

@@ -45,7 +45,11 @@ type EvaluateWithMetadata = LlamaContextSequence["evaluateWithMetadata"];
 export function pausable(sequence: LlamaContextSequence, current: () => PauseSwitch | undefined): void {
   const evaluate = sequence.evaluateWithMetadata.bind(sequence);
   // An own property shadows the prototype's method (the sequence's other methods reach it through `this`).
-  sequence.evaluateWithMetadata = async function* (tokens: Token[], metadata: Parameters<EvaluateWithMetadata>[1], options?: Parameters<EvaluateWithMetadata>[2]) {
+  sequence.evaluateWithMetadata = async function* (
+    tokens: Token[],
+    metadata: Parameters<EvaluateWithMetadata>[1],
+    options?: Parameters<EvaluateWithMetadata>[2],
+  ) {
     const inner = evaluate(tokens, metadata, options);
     try {
       let input: void | Token | Token[] = undefined;

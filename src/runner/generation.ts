@@ -20,7 +20,15 @@
  * Held text is handed out at the length limit, as Ollama does. The search (runner/stops.ts) costs
  * time linear in the held text, where Ollama's costs its length times the stops' at every token.
  */
-import { LlamaGrammarEvaluationState, LlamaVocabularyType, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type LlamaText, type Token } from "node-llama-cpp";
+import {
+  LlamaGrammarEvaluationState,
+  LlamaVocabularyType,
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  type LlamaModel,
+  type LlamaText,
+  type Token,
+} from "node-llama-cpp";
 import type { SamplingOptions } from "./sampling.js";
 import { StopSearch } from "./stops.js";
 

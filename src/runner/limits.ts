@@ -28,7 +28,8 @@ export function jobLimitError(msg: ToRunner): string | undefined {
   const bytes = Buffer.byteLength(JSON.stringify(job.grammar.schema), "utf8");
   if (bytes > MAX_SCHEMA_BYTES) return `format schema too large: ${bytes} bytes of JSON (the limit is ${MAX_SCHEMA_BYTES})`;
   const alternatives = countAlternatives(job.grammar.schema);
-  if (alternatives > MAX_SCHEMA_ALTERNATIVES) return `format schema has too many alternatives: ${alternatives} enum values and anyOf/oneOf branches (the limit is ${MAX_SCHEMA_ALTERNATIVES})`;
+  if (alternatives > MAX_SCHEMA_ALTERNATIVES)
+    return `format schema has too many alternatives: ${alternatives} enum values and anyOf/oneOf branches (the limit is ${MAX_SCHEMA_ALTERNATIVES})`;
   return undefined;
 }
 
