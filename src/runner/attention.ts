@@ -5,8 +5,8 @@
  * AVX2); a head narrower than the block goes through their scalar tail, value by value, and flash
  * attention does that for every cached token of every head, converting each value to and from
  * f16. With 32-wide heads (the demo model) a token then costs far more than without flash
- * attention, and the more so the longer the context (docs/benchmarks.md, "Where a token's time
- * went"). Heads of 64 values or more decode as fast either way, and flash attention keeps the
+ * attention, and the more so the longer the context (docs/benchmarks/history.md, "Where a token's
+ * time went"). Heads of 64 values or more decode as fast either way, and flash attention keeps the
  * attention scores out of the compute buffer, so "auto" stays llama.cpp's there.
  */
 import type { GgufInsights } from "node-llama-cpp";

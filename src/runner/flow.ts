@@ -1,5 +1,5 @@
 /**
- * Backpressure in the runner child (issue 13 item 8): the parent sends `pause` for a job while its
+ * Backpressure in the runner child: the parent sends `pause` for a job while its
  * client's socket does not drain, and `resume` once it does. A paused job asks the model for no
  * further token, so a client that stops reading stops the computation instead of making the
  * daemon buffer its output; reading again resumes it where it stopped, nothing lost.

@@ -98,7 +98,7 @@ export async function spawnRunner(spec: LoadSpec, options: RunnerOptions): Promi
 
 /**
  * Validates the GGUF structure before any child is forked: node-llama-cpp's own reader spins or
- * throws on crafted counts and lengths, and llama.cpp trusts tensor offsets (see models/gguf.ts).
+ * throws on crafted counts and lengths, and llama.cpp trusts tensor offsets (src/gguf/gguf.ts checks them).
  */
 async function checkModelFile(file: string, name: string): Promise<void> {
   try {
