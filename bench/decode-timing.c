@@ -4,7 +4,7 @@
  * llama_decode and, when the process exits, appends the medians to the file named by
  * LMD_DECODE_TIMING. It separates the two ways a server can be slower per token: slower decodes
  * (the engine, or CPU taken from it during a decode) or longer gaps (the work between two
- * decodes: sampling, the next batch). docs/benchmarks.md, "What a step costs", uses it.
+ * decodes: sampling, the next batch). docs/benchmarks/history.md, "What a step costs", uses it.
  *
  *   L=node_modules/node-llama-cpp/llama/llama.cpp
  *   cc -shared -fPIC -O2 -I$L/include -I$L/ggml/include -o /tmp/decode-timing.so bench/decode-timing.c

@@ -41,7 +41,12 @@ export async function lmdGenerate(url: string, body: Record<string, unknown>, t0
   let lines = 0;
   let final: Record<string, unknown> = {};
   try {
-    const res = await fetch(`${url}/api/generate`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+    const res = await fetch(`${url}/api/generate`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+      ...(signal ? { signal } : {}),
+    });
     if (!res.ok || !res.body) throw new Error(`lmd answered ${res.status}: ${await res.text()}`);
     const reader = res.body.getReader();
     const decoder = new TextDecoder();

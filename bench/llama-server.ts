@@ -49,7 +49,10 @@ let chosen: Launch | undefined;
 export function llamaServerBinary(root: string, cache: string): string {
   if (!native) {
     process.stderr.write("llama-server: building once if the cache lacks it (minutes)…\n");
-    native = execFileSync(path.join(root, "bench/build-llama-server.sh"), [cache], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim().split("\n").pop()!;
+    native = execFileSync(path.join(root, "bench/build-llama-server.sh"), [cache], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] })
+      .trim()
+      .split("\n")
+      .pop()!;
   }
   return native;
 }
@@ -81,7 +84,22 @@ function prebuiltEngine(root: string, cache: string): Launch {
 
 async function launch(l: Launch, model: string, threads: number, parallel: number): Promise<{ url: string; child: ChildProcess } | { exit: string }> {
   const port = await freePort();
-  const args = ["-m", model, "-t", String(threads), "-tb", String(threads), "-c", String(4096 * parallel), "-np", String(parallel), "--host", "127.0.0.1", "--port", String(port)];
+  const args = [
+    "-m",
+    model,
+    "-t",
+    String(threads),
+    "-tb",
+    String(threads),
+    "-c",
+    String(4096 * parallel),
+    "-np",
+    String(parallel),
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+  ];
   if (l.gpuLayers !== undefined) args.push("-ngl", String(l.gpuLayers));
   const stderr = l.log ? openSync(l.log, "a") : "ignore";
   const child = track(spawn(l.bin, args, { stdio: ["ignore", "ignore", stderr], env: l.env }));
@@ -111,13 +129,22 @@ export function useLlamaServerBinary(bin: string, gpuLayers?: number, log?: stri
 }
 
 /** llama-server with `-np parallel` slots of 4096 tokens each (lmd's SERVICE_CONTEXT_LENGTH per sequence). */
-export async function startLlamaServer(root: string, cache: string, model: string, threads: number, parallel = 1, engine: LlamaServerEngine = "auto"): Promise<{ url: string; child: ChildProcess }> {
+export async function startLlamaServer(
+  root: string,
+  cache: string,
+  model: string,
+  threads: number,
+  parallel = 1,
+  engine: LlamaServerEngine = "auto",
+): Promise<{ url: string; child: ChildProcess }> {
   if (!chosen) {
     chosen = engine === "prebuilt" ? prebuiltEngine(root, cache) : { bin: llamaServerBinary(root, cache), env: process.env, engine: "native" };
     const first = await launch(chosen, model, threads, parallel);
     if ("url" in first) return first;
     if (engine !== "auto" || chosen.engine !== "native") throw new Error(`llama-server (${chosen.engine}) ended at startup (${first.exit})`);
-    process.stderr.write(`llama-server (native build) ended at startup on this host (${first.exit}); using it on node-llama-cpp's prebuilt llama.cpp libraries instead\n`);
+    process.stderr.write(
+      `llama-server (native build) ended at startup on this host (${first.exit}); using it on node-llama-cpp's prebuilt llama.cpp libraries instead\n`,
+    );
     chosen = prebuiltEngine(root, cache);
   }
   const started = await launch(chosen, model, threads, parallel);
@@ -138,7 +165,19 @@ export interface Completion {
 
 /** The request body for `/completion` with the benchmark's sampling. */
 export function completionBody(prompt: string, tokens: number, s: Sampling, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { prompt, n_predict: tokens, stream: true, cache_prompt: false, temperature: s.temperature, top_k: s.top_k, top_p: s.top_p, min_p: s.min_p, seed: s.seed, repeat_penalty: s.repeat_penalty, ...extra };
+  return {
+    prompt,
+    n_predict: tokens,
+    stream: true,
+    cache_prompt: false,
+    temperature: s.temperature,
+    top_k: s.top_k,
+    top_p: s.top_p,
+    min_p: s.min_p,
+    seed: s.seed,
+    repeat_penalty: s.repeat_penalty,
+    ...extra,
+  };
 }
 
 /** One streamed `/completion`; `onToken` sees each token line (for background streams). */

@@ -61,7 +61,10 @@ async function kvCacheRows(o: MemoryOptions): Promise<Row[]> {
     const rss: Record<string, number> = {};
     const greedyRuns: Record<string, { token: string; logprob: number }[]> = {};
     for (const [name, side] of Object.entries(sides)) {
-      const res = await fetch(`${side.url}/api/generate`, { method: "POST", body: JSON.stringify({ model: "bench", prompt: "Once upon a time", raw: true, stream: false, logprobs: true, options: { ...greedy, num_predict: 32 } }) });
+      const res = await fetch(`${side.url}/api/generate`, {
+        method: "POST",
+        body: JSON.stringify({ model: "bench", prompt: "Once upon a time", raw: true, stream: false, logprobs: true, options: { ...greedy, num_predict: 32 } }),
+      });
       greedyRuns[name] = ((await res.json()) as { logprobs: { token: string; logprob: number }[] }).logprobs;
       ps[name] = ((await (await fetch(`${side.url}/api/ps`)).json()) as { models: PsModel[] }).models[0]!;
       rss[name] = runnerRss(side.child.pid);
@@ -80,14 +83,34 @@ async function kvCacheRows(o: MemoryOptions): Promise<Row[]> {
     const b = greedyRuns.q8 ?? [];
     let same = 0;
     let delta = 0;
-    while (same < a.length && same < b.length && a[same]!.token === b[same]!.token) delta += Math.abs(a[same]!.logprob - b[same]!.logprob), same++;
+    for (; same < a.length && same < b.length && a[same]!.token === b[same]!.token; same++) delta += Math.abs(a[same]!.logprob - b[same]!.logprob);
     const mib = (n: number) => (n / 2 ** 20).toFixed(0);
     return [
-      ["KV cache q8_0 vs f16, 4 slots × 8k: `/api/ps` size (MiB)", `${mib(ps.q8!.size)} vs ${mib(ps.f16!.size)}`, (ps.q8!.size / ps.f16!.size).toFixed(3), "≤ 0.55"],
-      ["KV cache q8_0 vs f16, 4 slots × 8k: the cache alone (size − the same model at 256 tokens, MiB)", `${mib(ps.q8!.size - base)} vs ${mib(ps.f16!.size - base)}`, ((ps.q8!.size - base) / (ps.f16!.size - base)).toFixed(3), "≤ 0.55"],
+      [
+        "KV cache q8_0 vs f16, 4 slots × 8k: `/api/ps` size (MiB)",
+        `${mib(ps.q8!.size)} vs ${mib(ps.f16!.size)}`,
+        (ps.q8!.size / ps.f16!.size).toFixed(3),
+        "≤ 0.55",
+      ],
+      [
+        "KV cache q8_0 vs f16, 4 slots × 8k: the cache alone (size − the same model at 256 tokens, MiB)",
+        `${mib(ps.q8!.size - base)} vs ${mib(ps.f16!.size - base)}`,
+        ((ps.q8!.size - base) / (ps.f16!.size - base)).toFixed(3),
+        "≤ 0.55",
+      ],
       ["KV cache q8_0 vs f16, 4 slots × 8k: runner RSS (MiB)", `${mib(rss.q8!)} vs ${mib(rss.f16!)}`, (rss.q8! / rss.f16!).toFixed(3), "≤ 0.55"],
-      ["KV cache q8_0 vs f16: single-stream decode tok/s", `${median(rates.q8!).toFixed(1)} vs ${median(rates.f16!).toFixed(1)}`, (median(rates.q8!) / median(rates.f16!)).toFixed(3), "≥ 0.9"],
-      ["KV cache q8_0 vs f16: greedy tokens identical; mean abs. Δ logprob over them", `${same} of the first 32; ${same ? (delta / same).toFixed(4) : "—"}`, "—", "32, or Δ reported"],
+      [
+        "KV cache q8_0 vs f16: single-stream decode tok/s",
+        `${median(rates.q8!).toFixed(1)} vs ${median(rates.f16!).toFixed(1)}`,
+        (median(rates.q8!) / median(rates.f16!)).toFixed(3),
+        "≥ 0.9",
+      ],
+      [
+        "KV cache q8_0 vs f16: greedy tokens identical; mean abs. Δ logprob over them",
+        `${same} of the first 32; ${same ? (delta / same).toFixed(4) : "—"}`,
+        "—",
+        "32, or Δ reported",
+      ],
     ];
   } finally {
     await stopProcess(f16.child);
@@ -108,10 +131,22 @@ async function prefixRows(o: MemoryOptions): Promise<Row[]> {
   const file = path.join(o.cache, `${o.preset}.gguf`);
   if (!existsSync(file)) await makeModel(file, { preset: o.preset });
   const dir = mkdtempSync(path.join(o.cache, "prefixes-"));
-  const env = (cached: boolean) => ({ SERVICE_CACHE_DIR: dir, SERVICE_CACHE_MAX: cached ? "8GiB" : "0", SERVICE_THREADS: String(o.threads), SERVICE_KEEP_ALIVE: "-1" });
+  const env = (cached: boolean) => ({
+    SERVICE_CACHE_DIR: dir,
+    SERVICE_CACHE_MAX: cached ? "8GiB" : "0",
+    SERVICE_THREADS: String(o.threads),
+    SERVICE_KEEP_ALIVE: "-1",
+  });
   // ~3,800 tokens of shared prefix, then a question that changes each time.
   const prefix = prose(3800, 42);
-  const ask = (url: string, n: number) => lmdGenerate(url, { model: "bench", prompt: `${prefix}\nQuestion ${n}: what happened next?`, raw: true, stream: true, options: { ...greedy, num_predict: 1 } });
+  const ask = (url: string, n: number) =>
+    lmdGenerate(url, {
+      model: "bench",
+      prompt: `${prefix}\nQuestion ${n}: what happened next?`,
+      raw: true,
+      stream: true,
+      options: { ...greedy, num_predict: 1 },
+    });
   const ttft: Record<string, number[]> = { restartCold: [], restartWarm: [], evictCold: [], evictWarm: [] };
   let promptTokens = 0;
   try {
@@ -140,7 +175,17 @@ async function prefixRows(o: MemoryOptions): Promise<Row[]> {
   }
   const m = (k: string) => median(ttft[k] ?? []);
   return [
-    [`TTFT after a restart, ~${promptTokens}-token shared prefix: saved prefix vs none (ms)`, `${m("restartWarm").toFixed(0)} vs ${m("restartCold").toFixed(0)}`, `${(m("restartCold") / m("restartWarm")).toFixed(1)} ×`, "≥ 10 ×"],
-    [`TTFT after an eviction, same prefix: saved prefix vs none (ms)`, `${m("evictWarm").toFixed(0)} vs ${m("evictCold").toFixed(0)}`, `${(m("evictCold") / m("evictWarm")).toFixed(1)} ×`, "≥ 10 ×"],
+    [
+      `TTFT after a restart, ~${promptTokens}-token shared prefix: saved prefix vs none (ms)`,
+      `${m("restartWarm").toFixed(0)} vs ${m("restartCold").toFixed(0)}`,
+      `${(m("restartCold") / m("restartWarm")).toFixed(1)} ×`,
+      "≥ 10 ×",
+    ],
+    [
+      `TTFT after an eviction, same prefix: saved prefix vs none (ms)`,
+      `${m("evictWarm").toFixed(0)} vs ${m("evictCold").toFixed(0)}`,
+      `${(m("evictCold") / m("evictWarm")).toFixed(1)} ×`,
+      "≥ 10 ×",
+    ],
   ];
 }

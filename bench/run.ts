@@ -23,7 +23,7 @@
  * unless that does not start on this host.
  *
  * `--warm-up-tokens N` (default 6,144): tokens each side generates in its measured workload before
- * the first measurement (docs/benchmarks.md, "The warm-up").
+ * the first measurement (docs/benchmarks.md, "Method").
  *
  * `--gpu cuda` measures on a GPU, every layer offloaded on each side (lmd `SERVICE_GPU=cuda`, the
  * direct process, llama-server `-ngl 999`): the single-stream, prefill, aggregate and TTFT figures
@@ -45,7 +45,15 @@ import { installGguf } from "../src/store/install.js";
 import { ModelStore } from "../src/store/store.js";
 import type { DecodeResult, DirectRequest } from "./direct.js";
 import { httpRps, lmdDecode, lmdGenerate, type Sampling } from "./http.js";
-import { freePort, startLlamaServer, llamaServerDecode, llamaServerEngine, llamaServerPrefill, useLlamaServerBinary, type LlamaServerEngine } from "./llama-server.js";
+import {
+  freePort,
+  startLlamaServer,
+  llamaServerDecode,
+  llamaServerEngine,
+  llamaServerPrefill,
+  useLlamaServerBinary,
+  type LlamaServerEngine,
+} from "./llama-server.js";
 import { settle, stopProcess, track } from "./procs.js";
 import { prose } from "./serving.js";
 import { median, servingFigures, type Row } from "./serving-run.js";
@@ -106,7 +114,7 @@ const started = performance.now();
 const loadBefore = os.loadavg().map((l) => l.toFixed(2)).join(" ");
 const tokens = args.quick ? 32 : Number(args.tokens);
 const cache = args.cache;
-/** Tokens each side generates in its measured workload before it is measured (docs/benchmarks.md, "The warm-up"). */
+/** Tokens each side generates in its measured workload before it is measured (docs/benchmarks.md, "Method"). */
 const warmUpTokens = args["warm-up-tokens"] !== undefined ? Number(args["warm-up-tokens"]) : args.quick ? 2 * tokens : 6144;
 const sampling: Sampling = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, seed: 1, repeat_penalty: 1 };
 
@@ -126,7 +134,7 @@ async function ensureModel(): Promise<string> {
 /**
  * The direct baseline process: one libuv thread and the persistent threadpool library preloaded, as
  * lmd's runners have them (without it, node-llama-cpp starts its decoding threads afresh for every
- * decode, and on a small VM a token can take several times as long: docs/benchmarks.md).
+ * decode, and on a small VM a token can take several times as long: docs/benchmarks/history.md).
  */
 function startDirect(): { call: <T>(req: DirectRequest) => Promise<T>; child: ChildProcess } {
   const child = track(fork(path.join(here, "direct.js"), [], { env: runnerEnv(), stdio: ["ignore", "inherit", "inherit", "ipc"] }));
@@ -142,17 +150,35 @@ function startDirect(): { call: <T>(req: DirectRequest) => Promise<T>; child: Ch
 type ExtraModels = Record<string, { file: string; params?: Record<string, unknown> }>;
 
 /** lmd as a user runs it: `node dist/src/main.js serve`, its store in the cache; `onLog` sees its log lines. */
-async function startLmd(modelFile: string, env: Record<string, string>, extra: ExtraModels = {}, onLog?: (line: string) => void): Promise<{ url: string; child: ChildProcess }> {
+async function startLmd(
+  modelFile: string,
+  env: Record<string, string>,
+  extra: ExtraModels = {},
+  onLog?: (line: string) => void,
+): Promise<{ url: string; child: ChildProcess }> {
   const store = new ModelStore(path.join(cache, "store"));
   await store.init();
   await installGguf(store, "bench", modelFile, { params: { repeat_penalty: 1 } });
   for (const [name, m] of Object.entries(extra)) await installGguf(store, name, m.file, { params: { repeat_penalty: 1, ...m.params } });
   const port = await freePort();
   // stdout (the access log) goes nowhere unless asked for: reading it would compete with the clients for this process.
-  const child = track(spawn(process.execPath, [path.join(root, "dist/src/main.js"), "serve"], {
-    env: { PATH: process.env.PATH ?? "", HOME: os.homedir(), SERVICE_MODELS: path.join(cache, "store"), SERVICE_HOST: `127.0.0.1:${port}`, SERVICE_THREADS: String(threads), SERVICE_GPU: gpu ?? "false", SERVICE_CONTEXT_LENGTH: "4096", SERVICE_CACHE_MAX: "0", ...(process.env.LD_LIBRARY_PATH ? { LD_LIBRARY_PATH: process.env.LD_LIBRARY_PATH } : {}), ...env },
-    stdio: ["ignore", onLog ? "pipe" : "ignore", "inherit"],
-  }));
+  const child = track(
+    spawn(process.execPath, [path.join(root, "dist/src/main.js"), "serve"], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: os.homedir(),
+        SERVICE_MODELS: path.join(cache, "store"),
+        SERVICE_HOST: `127.0.0.1:${port}`,
+        SERVICE_THREADS: String(threads),
+        SERVICE_GPU: gpu ?? "false",
+        SERVICE_CONTEXT_LENGTH: "4096",
+        SERVICE_CACHE_MAX: "0",
+        ...(process.env.LD_LIBRARY_PATH ? { LD_LIBRARY_PATH: process.env.LD_LIBRARY_PATH } : {}),
+        ...env,
+      },
+      stdio: ["ignore", onLog ? "pipe" : "ignore", "inherit"],
+    }),
+  );
   if (onLog && child.stdout) createInterface({ input: child.stdout }).on("line", onLog);
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 300 && child.exitCode === null; i++) {
@@ -196,7 +222,8 @@ const rate = (r: DecodeResult) => {
 
 async function main(): Promise<void> {
   const modelFile = await ensureModel();
-  if (args["llama-server-bin"]) useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, gpu ? path.join(cache, "llama-server.log") : undefined);
+  if (args["llama-server-bin"])
+    useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, gpu ? path.join(cache, "llama-server.log") : undefined);
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
   if (args.only === "memory" || args.only === "tokenize") return onlyRows(args.only, modelFile);
   if (args.only === "single") return onlySingle(modelFile);
@@ -207,7 +234,7 @@ async function main(): Promise<void> {
   await stopProcess(idleLmd.child);
 
   // Of two servers started one after the other, the second can measure faster (docs/benchmarks.md,
-  // "2026-11-25"): the first half of the rounds runs with lmd, the direct process and llama-server
+  // "Method"): the first half of the rounds runs with lmd, the direct process and llama-server
   // started in that order, the second half with the three started again in the reverse order.
   const halves = [Math.ceil(rounds / 2), Math.floor(rounds / 2)];
   const startSides = async (lmdFirst: boolean) => {
@@ -216,7 +243,14 @@ async function main(): Promise<void> {
     const serverFirst = lmdFirst ? undefined : await startServer();
     const lmdFirstStarted = lmdFirst ? await startLmdSide() : undefined;
     const direct = startDirect();
-    const loaded = await direct.call<{ gpu: string | false; devices: string[]; gpuLayers: number }>({ op: "load", model: modelFile, threads, sequences: 4, contextSize: 4096, gpu });
+    const loaded = await direct.call<{ gpu: string | false; devices: string[]; gpuLayers: number }>({
+      op: "load",
+      model: modelFile,
+      threads,
+      sequences: 4,
+      contextSize: 4096,
+      gpu,
+    });
     if (gpu) {
       if (loaded.gpu !== gpu) throw new Error(`node-llama-cpp loaded without ${gpu} (gpu: ${String(loaded.gpu)})`);
       log(`direct: ${loaded.gpu} on ${loaded.devices.join(", ")}, ${loaded.gpuLayers} layers offloaded`);
@@ -261,7 +295,13 @@ async function main(): Promise<void> {
         async () => {
           add("decode.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 1, sampling)));
           await settle();
-          const pl = await lmdGenerate(lmd.url, { model: "bench", prompt: prose(promptTokens, round), raw: true, stream: true, options: { ...sampling, num_predict: 1 } });
+          const pl = await lmdGenerate(lmd.url, {
+            model: "bench",
+            prompt: prose(promptTokens, round),
+            raw: true,
+            stream: true,
+            options: { ...sampling, num_predict: 1 },
+          });
           add("prefill.lmd", pl.promptEvalCount / (pl.ttftMs / 1000));
         },
         async () => {
@@ -285,13 +325,24 @@ async function main(): Promise<void> {
       await settle();
       add("agg4.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 4 })));
       for (let i = 0; i < 5; i++) {
-        add("ttft.lmd", (await lmdGenerate(lmd.url, { model: "bench", prompt: `${round}-${i} Hi`, raw: true, stream: true, options: { ...sampling, num_predict: 1 } })).ttftMs);
+        add(
+          "ttft.lmd",
+          (await lmdGenerate(lmd.url, { model: "bench", prompt: `${round}-${i} Hi`, raw: true, stream: true, options: { ...sampling, num_predict: 1 } }))
+            .ttftMs,
+        );
         add("ttft.direct", (await direct.call<{ ms: number }>({ op: "ttft", prompt: `${round}-${i} Hi` })).ms);
       }
       // Second turn of a conversation with ~1,000 tokens of shared history (the prompt cache).
       const history = prose(args.quick ? 500 : 1000, round + 2000);
       const first = await lmdGenerate(lmd.url, { model: "bench", prompt: history, raw: true, stream: true, options: { ...sampling, num_predict: 8 } });
-      const second = await lmdGenerate(lmd.url, { model: "bench", prompt: " and what happened next?", context: first.context, raw: true, stream: true, options: { ...sampling, num_predict: 8 } });
+      const second = await lmdGenerate(lmd.url, {
+        model: "bench",
+        prompt: " and what happened next?",
+        context: first.context,
+        raw: true,
+        stream: true,
+        options: { ...sampling, num_predict: 8 },
+      });
       add("turn2.ratio", second.ttftMs / first.ttftMs);
       add("turn1.ttft", first.ttftMs);
       add("turn2.ttft", second.ttftMs);
@@ -319,21 +370,56 @@ async function main(): Promise<void> {
   const server = args["llama-server"];
   const vs = (a: string, b: string) => (server ? (m(a) / m(b)).toFixed(3) : "—");
   const issue: Row[] = [
-    ["single-stream decode tok/s, lmd vs llama-server (`-np 1`)", server ? `${f(m("decode.lmd"))} vs ${f(m("decode.llama-server"))}` : f(m("decode.lmd")), vs("decode.lmd", "decode.llama-server"), "≥ 1.0"],
-    [`prefill tok/s, fresh ~${promptTokens}-token prompt, lmd vs llama-server (client-timed)`, server ? `${f(m("prefill.lmd"), 0)} vs ${f(m("prefill.llama-server"), 0)}` : f(m("prefill.lmd"), 0), vs("prefill.lmd", "prefill.llama-server"), "≥ 1.0"],
+    [
+      "single-stream decode tok/s, lmd vs llama-server (`-np 1`)",
+      server ? `${f(m("decode.lmd"))} vs ${f(m("decode.llama-server"))}` : f(m("decode.lmd")),
+      vs("decode.lmd", "decode.llama-server"),
+      "≥ 1.0",
+    ],
+    [
+      `prefill tok/s, fresh ~${promptTokens}-token prompt, lmd vs llama-server (client-timed)`,
+      server ? `${f(m("prefill.lmd"), 0)} vs ${f(m("prefill.llama-server"), 0)}` : f(m("prefill.lmd"), 0),
+      vs("prefill.lmd", "prefill.llama-server"),
+      "≥ 1.0",
+    ],
     ...serving.rows,
   ];
   const other: Row[] = [
-    ["single-stream decode tok/s, lmd HTTP vs node-llama-cpp direct", `${f(m("decode.lmd"))} vs ${f(m("decode.direct"))}`, (m("decode.lmd") / m("decode.direct")).toFixed(3), "≥ 0.97"],
-    ["prefill tok/s, lmd HTTP vs direct", `${f(m("prefill.lmd"), 0)} vs ${f(m("prefill.direct"), 0)}`, (m("prefill.lmd") / m("prefill.direct")).toFixed(3), "≥ 0.97"],
-    ["aggregate decode tok/s, 4 streams, lmd vs direct 4 sequences", `${f(m("agg4.lmd"))} vs ${f(m("agg4.direct"))} (1 stream: ${f(m("decode.lmd"))})`, (m("agg4.lmd") / m("agg4.direct")).toFixed(3), "≥ 0.95, > 1 stream"],
-    ["warm time to first token, lmd − direct (ms)", `${f(m("ttft.lmd"), 2)} − ${f(m("ttft.direct"), 2)}`, `${m("ttft.lmd") >= m("ttft.direct") ? "+" : "−"}${Math.abs(m("ttft.lmd") - m("ttft.direct")).toFixed(2)} ms`, "≤ +5 ms"],
+    [
+      "single-stream decode tok/s, lmd HTTP vs node-llama-cpp direct",
+      `${f(m("decode.lmd"))} vs ${f(m("decode.direct"))}`,
+      (m("decode.lmd") / m("decode.direct")).toFixed(3),
+      "≥ 0.97",
+    ],
+    [
+      "prefill tok/s, lmd HTTP vs direct",
+      `${f(m("prefill.lmd"), 0)} vs ${f(m("prefill.direct"), 0)}`,
+      (m("prefill.lmd") / m("prefill.direct")).toFixed(3),
+      "≥ 0.97",
+    ],
+    [
+      "aggregate decode tok/s, 4 streams, lmd vs direct 4 sequences",
+      `${f(m("agg4.lmd"))} vs ${f(m("agg4.direct"))} (1 stream: ${f(m("decode.lmd"))})`,
+      (m("agg4.lmd") / m("agg4.direct")).toFixed(3),
+      "≥ 0.95, > 1 stream",
+    ],
+    [
+      "warm time to first token, lmd − direct (ms)",
+      `${f(m("ttft.lmd"), 2)} − ${f(m("ttft.direct"), 2)}`,
+      `${m("ttft.lmd") >= m("ttft.direct") ? "+" : "−"}${Math.abs(m("ttft.lmd") - m("ttft.direct")).toFixed(2)} ms`,
+      "≤ +5 ms",
+    ],
     ["`GET /api/version` req/s vs bare `node:http`", `${f(rps.lmd, 0)} vs ${f(rps.bare, 0)}`, (rps.lmd / rps.bare).toFixed(3), "≥ 0.8"],
-    [`second-turn TTFT, ~${args.quick ? 500 : 1000}-token shared history, vs first turn (ms)`, `${f(m("turn2.ttft"))} vs ${f(m("turn1.ttft"))}`, m("turn2.ratio").toFixed(3), "≤ 0.25"],
+    [
+      `second-turn TTFT, ~${args.quick ? 500 : 1000}-token shared history, vs first turn (ms)`,
+      `${f(m("turn2.ttft"))} vs ${f(m("turn1.ttft"))}`,
+      m("turn2.ratio").toFixed(3),
+      "≤ 0.25",
+    ],
     ["RSS (MB): daemon idle; daemon and runner with the model loaded", `${f(rssIdle, 0)}; ${f(rss.loaded, 0)} + ${f(rss.runner, 0)}`, "—", "idle ≤ 100"],
   ];
   // KV-cache types and saved prompt prefixes are CPU measurements.
-  const memory = gpu ? [] : [...(await memoryRows(modelFile)), ...(await tokenizeFigures(modelFile))];
+  const memory = gpu ? [] : [...(await memoryRows()), ...(await tokenizeFigures(modelFile))];
   const table = (rows: Row[]) => ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
   process.stdout.write(
@@ -342,14 +428,18 @@ async function main(): Promise<void> {
       `${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
       `${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}${offload ? `; ${gpu}, ${offload}` : ""}\n`,
   );
-  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, gpu, offload, threads, rounds, servingRounds, tokens, samples: r, serving: serving.samples, threadsChosen: serving.chosen, rps, rssIdle, rssLoaded: rss.loaded, rssRunner: rss.runner, llamaServer: llamaServerEngine() }, null, 2));
+  if (args.json) {
+    const rssFigures = { rssIdle, rssLoaded: rss.loaded, rssRunner: rss.runner };
+    const run = { model: modelFile, gpu, offload, threads, rounds, servingRounds, tokens, llamaServer: llamaServerEngine() };
+    writeFileSync(args.json, JSON.stringify({ ...run, samples: r, serving: serving.samples, threadsChosen: serving.chosen, rps, ...rssFigures }, null, 2));
+  }
 
   // Keep-alive sockets and the daemon's shutdown would otherwise hold the process open.
   process.exit(0);
 }
 
 /** The memory rows (bench/memory.ts): KV-cache types and saved prompt prefixes. */
-function memoryRows(modelFile: string): Promise<Row[]> {
+function memoryRows(): Promise<Row[]> {
   const preset = existsSync(args.model) ? "bench-100m" : (args.model as PresetName);
   return memoryFigures({ startLmd: (file, env) => startLmd(file, env), preset, cache, rounds: args.quick ? 1 : 3, tokens, threads, log });
 }
@@ -361,11 +451,14 @@ function tokenizeFigures(modelFile: string): Promise<Row[]> {
 
 /** `--only memory` or `--only tokenize`: those rows alone. */
 async function onlyRows(section: "memory" | "tokenize", modelFile: string): Promise<void> {
-  const rows = section === "memory" ? await memoryRows(modelFile) : await tokenizeFigures(modelFile);
+  const rows = section === "memory" ? await memoryRows() : await tokenizeFigures(modelFile);
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
   process.stdout.write(
     ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n") +
-      `\n\n${args.model}, ${threads} threads, ${args.quick ? 1 : 3} rounds; ${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}\n`,
+      `\n\n${args.model}, ${threads} threads, ${args.quick ? 1 : 3} rounds; ${minutes} min; load average before: ${loadBefore}, after: ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(" ")}\n`,
   );
   process.exit(0);
 }
@@ -402,7 +495,12 @@ async function onlySingle(modelFile: string): Promise<void> {
   const f = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : "—");
   const each = (k: string) => (r[k] ?? []).map((x) => x.toFixed(0)).join(", ");
   const rows: Row[] = [
-    ["single-stream decode tok/s, lmd vs llama-server (`-np 1`)", server ? `${f(m("lmd"))} vs ${f(m("llama-server"))} (rounds: lmd ${each("lmd")}; llama-server ${each("llama-server")})` : f(m("lmd")), server ? (m("lmd") / m("llama-server")).toFixed(3) : "—", "≥ 0.9"],
+    [
+      "single-stream decode tok/s, lmd vs llama-server (`-np 1`)",
+      server ? `${f(m("lmd"))} vs ${f(m("llama-server"))} (rounds: lmd ${each("lmd")}; llama-server ${each("llama-server")})` : f(m("lmd")),
+      server ? (m("lmd") / m("llama-server")).toFixed(3) : "—",
+      "≥ 0.9",
+    ],
     ["single-stream decode tok/s, lmd HTTP vs node-llama-cpp direct", `${f(m("lmd"))} vs ${f(m("direct"))}`, (m("lmd") / m("direct")).toFixed(3), "≥ 0.97"],
   ];
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
@@ -411,7 +509,11 @@ async function onlySingle(modelFile: string): Promise<void> {
       `\n\n${path.basename(modelFile)}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; ${minutes} min; ` +
       `load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}\n`,
   );
-  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, rounds, tokens, only: "single", samples: r, llamaServer: llamaServerEngine() }, null, 2));
+  if (args.json)
+    writeFileSync(
+      args.json,
+      JSON.stringify({ model: modelFile, threads, rounds, tokens, only: "single", samples: r, llamaServer: llamaServerEngine() }, null, 2),
+    );
   process.exit(0);
 }
 
@@ -438,7 +540,11 @@ async function only(modelFile: string, section: Exclude<Section, "single" | "mem
       `load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
       `${llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}\n`,
   );
-  if (args.json) writeFileSync(args.json, JSON.stringify({ model: modelFile, threads, servingRounds, tokens, only: section, serving: serving.samples, llamaServer: llamaServerEngine() }, null, 2));
+  if (args.json)
+    writeFileSync(
+      args.json,
+      JSON.stringify({ model: modelFile, threads, servingRounds, tokens, only: section, serving: serving.samples, llamaServer: llamaServerEngine() }, null, 2),
+    );
   process.exit(0);
 }
 

@@ -3,7 +3,21 @@
  * daemons it needs, measures in interleaved rounds, stops them, and returns table rows.
  */
 import type { ChildProcess } from "node:child_process";
-import { aggregateRate, backgroundStreams, cachedModel, cores, lmdSingle, llamaServerStreams, probeTtft, speculativeRun, startHog, stopHog, type ServerKind, type SpeculativeRun, type Stream } from "./serving.js";
+import {
+  aggregateRate,
+  backgroundStreams,
+  cachedModel,
+  cores,
+  lmdSingle,
+  llamaServerStreams,
+  probeTtft,
+  speculativeRun,
+  startHog,
+  stopHog,
+  type ServerKind,
+  type SpeculativeRun,
+  type Stream,
+} from "./serving.js";
 import { lmdDecode, lmdGenerate, type Sampling } from "./http.js";
 import { settle, stopProcess } from "./procs.js";
 
@@ -12,7 +26,11 @@ export type Row = [string, string, string, string];
 
 export interface ServingContext {
   /** `onLog` sees each line of the daemon's log (stdout), for the automatic thread choice. */
-  startLmd(env: Record<string, string>, extra?: Record<string, { file: string; params?: Record<string, unknown> }>, onLog?: (line: string) => void): Promise<Daemon>;
+  startLmd(
+    env: Record<string, string>,
+    extra?: Record<string, { file: string; params?: Record<string, unknown> }>,
+    onLog?: (line: string) => void,
+  ): Promise<Daemon>;
   /** llama-server with `-np parallel`; undefined without --llama-server. */
   startServer?: ((parallel: number) => Promise<Daemon>) | undefined;
   rounds: number;
@@ -26,7 +44,10 @@ export interface ServingContext {
   modelFile: string;
   sampling: Sampling;
   log(msg: string): void;
-  /** `--only <section>`: that section alone (`aggregate`: 4 and 8 streams, without the TTFT-under-load probes; `busy`: the busy-host and two-models rows; `speculative`). */
+  /**
+   * `--only <section>`: that section alone (`aggregate`: 4 and 8 streams, without the TTFT-under-load probes; `busy`: the
+   * busy-host and two-models rows; `speculative`).
+   */
   only?: "aggregate" | "busy" | "speculative" | undefined;
   /** A GPU run (`--gpu`): the aggregate and TTFT rows only; the busy-host, two-models and speculative blocks measure CPU threads and a 1B pair on the CPU. */
   gpu?: boolean | undefined;
@@ -53,7 +74,7 @@ async function stop(d: Daemon | undefined): Promise<void> {
 async function aggregate(ctx: ServingContext, n: number, add: (k: string, v: number) => void): Promise<void> {
   ctx.log(`aggregate, ${n} streams${n === 4 && ctx.only === undefined ? "; time to first token while 3 others stream" : ""}`);
   // Of two servers started one after the other, the second measures faster in interleaved rounds
-  // (same build on both sides, 4 streams: lmd +6 %, llama-server +13 %; docs/benchmarks.md): the
+  // (docs/benchmarks.md, "Method"): the
   // first half of the rounds runs with lmd started first, the second half with both started again
   // in the other order.
   const halves = ctx.startServer ? [Math.ceil(ctx.rounds / 2), Math.floor(ctx.rounds / 2)] : [ctx.rounds];
@@ -77,13 +98,23 @@ async function aggregate(ctx: ServingContext, n: number, add: (k: string, v: num
 }
 
 /** Rounds [from, to) of an aggregate block on servers already started. */
-async function measure(ctx: ServingContext, n: number, add: (k: string, v: number) => void, lmd: Daemon, server: Daemon | undefined, from: number, to: number): Promise<void> {
+async function measure(
+  ctx: ServingContext,
+  n: number,
+  add: (k: string, v: number) => void,
+  lmd: Daemon,
+  server: Daemon | undefined,
+  from: number,
+  to: number,
+): Promise<void> {
   const targets: [ServerKind, string][] = [["lmd", lmd.url], ...(server ? [["llama-server", server.url] as [ServerKind, string]] : [])];
   const decode = (kind: ServerKind, url: string, round: number) =>
-    kind === "lmd" ? lmdDecode(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling).then((r) => r.streams) : llamaServerStreams(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling);
-  // Load, then warm up with the measured workload: a fresh daemon's first ~5,000 tokens run slower
-  // while V8 compiles its per-token JavaScript on background threads, which take CPU time from the
-  // decoding threads (docs/benchmarks.md, "The warm-up"); llama-server has no such ramp.
+    kind === "lmd"
+      ? lmdDecode(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling).then((r) => r.streams)
+      : llamaServerStreams(url, `Once upon a time ${round}`, ctx.tokens, n, ctx.sampling);
+  // Load, then warm up with the measured workload: a fresh daemon's first few thousand tokens run
+  // slower while V8 compiles its per-token JavaScript on background threads, which take CPU time from
+  // the decoding threads (docs/benchmarks.md, "Method"); llama-server has no such ramp.
   const warmUps = Math.max(2, Math.ceil(ctx.warmUpTokens / (n * ctx.tokens)));
   for (let warmup = -warmUps; warmup < 0; warmup++) for (const [kind, url] of targets) await decode(kind, url, warmup).then(() => undefined);
   for (let round = from; round < to; round++) {
@@ -214,7 +245,12 @@ async function twoModels(ctx: ServingContext, add: (k: string, v: number) => voi
   // Both at once with every core each, decoding collapses to ~1 tok/s: a generation here stops
   // after 5 s, its rate then counted from the tokens that came.
   const single = async (url: string, model: string, salt: number) => {
-    const g = await lmdGenerate(url, { model, prompt: `Once upon a time ${salt}`, raw: true, stream: true, options: { ...ctx.sampling, num_predict: tokens } }, performance.now(), AbortSignal.timeout(5000));
+    const g = await lmdGenerate(
+      url,
+      { model, prompt: `Once upon a time ${salt}`, raw: true, stream: true, options: { ...ctx.sampling, num_predict: tokens } },
+      performance.now(),
+      AbortSignal.timeout(5000),
+    );
     return g.evalCount > 1 && g.lastMs > g.firstMs ? (g.evalCount - 1) / ((g.lastMs - g.firstMs) / 1000) : 0;
   };
   const decodeFor = async (url: string, models: readonly string[], ms: number, salt: number) => {
@@ -222,7 +258,10 @@ async function twoModels(ctx: ServingContext, add: (k: string, v: number) => voi
     for (let i = 0; performance.now() < end; i++) await Promise.all(models.map((m) => single(url, m, salt * 100 + i)));
   };
   for (const [tag, threads] of [["fixed", String(cores())], ["auto", ""]] as const) {
-    const lmd = await ctx.startLmd({ SERVICE_THREADS: threads, SERVICE_KEEP_ALIVE: "-1", SERVICE_MAX_LOADED_MODELS: "2" }, { "bench-b": { file: ctx.modelFile } });
+    const lmd = await ctx.startLmd(
+      { SERVICE_THREADS: threads, SERVICE_KEEP_ALIVE: "-1", SERVICE_MAX_LOADED_MODELS: "2" },
+      { "bench-b": { file: ctx.modelFile } },
+    );
     // The daemon warms up with the usual ~6,144 tokens, half through each model's runner.
     for (const m of names) for (let i = 0; i < Math.ceil(ctx.warmUpTokens / 1024); i++) await lmdSingle(lmd.url, m, 512, ctx.sampling, -1 - i);
     for (let round = 0; round < ctx.rounds; round++) {
@@ -305,7 +344,13 @@ export async function servingFigures(ctx: ServingContext): Promise<{ rows: Row[]
     "spec-with-unrelated-default": ["unrelated draft, default `draft_p_min` 0.6", "≥ 0.9"],
   };
   for (const [variant, [text, target]] of Object.entries(label)) {
-    rows.push([`speculative decode tok/s, 1B target, greedy: ${text}`, `${f(m(`${variant}.rate`), 2)} vs ${f(plain, 2)} plain, ${f(m(`${variant}.drafted`), 0)} tokens drafted per ${Math.min(ctx.tokens, 64)}, ${f(100 * m(`${variant}.acceptance`), 0)}% accepted`, ratio(m(`${variant}.rate`), plain), target]);
+    rows.push([
+      `speculative decode tok/s, 1B target, greedy: ${text}`,
+      `${f(m(`${variant}.rate`), 2)} vs ${f(plain, 2)} plain, ` +
+        `${f(m(`${variant}.drafted`), 0)} tokens drafted per ${Math.min(ctx.tokens, 64)}, ${f(100 * m(`${variant}.acceptance`), 0)}% accepted`,
+      ratio(m(`${variant}.rate`), plain),
+      target,
+    ]);
   }
   rows.push(["speculative output equals plain greedy output (every variant, every round)", identical ? "identical" : "**DIFFERENT**", "—", "identical"]);
   return { rows, samples, chosen };
@@ -319,8 +364,15 @@ async function throughputRows(ctx: ServingContext, samples: Samples, rows: Row[]
   if (ctx.only !== "busy") {
     for (const n of [4, 8]) {
       await aggregate(ctx, n, add);
-      const spread = ls ? ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} vs ${f(m(`agg${n}.spread.llama-server`), 0)} ms)` : ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} ms)`;
-      rows.push([`aggregate decode tok/s, ${n} streams (\`SERVICE_NUM_PARALLEL=${n}\` vs \`-np ${n}\`)`, (ls ? `${f(m(`agg${n}.lmd`))} vs ${f(m(`agg${n}.llama-server`))}` : f(m(`agg${n}.lmd`))) + spread, ls ? ratio(m(`agg${n}.lmd`), m(`agg${n}.llama-server`)) : "—", "≥ 1.0"]);
+      const spread = ls
+        ? ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} vs ${f(m(`agg${n}.spread.llama-server`), 0)} ms)`
+        : ` (first tokens spread over ${f(m(`agg${n}.spread.lmd`), 0)} ms)`;
+      rows.push([
+        `aggregate decode tok/s, ${n} streams (\`SERVICE_NUM_PARALLEL=${n}\` vs \`-np ${n}\`)`,
+        (ls ? `${f(m(`agg${n}.lmd`))} vs ${f(m(`agg${n}.llama-server`))}` : f(m(`agg${n}.lmd`))) + spread,
+        ls ? ratio(m(`agg${n}.lmd`), m(`agg${n}.llama-server`)) : "—",
+        "≥ 1.0",
+      ]);
     }
     if (ctx.only === "aggregate") return {};
     const starved = (kind: ServerKind) => {
@@ -329,8 +381,11 @@ async function throughputRows(ctx: ServingContext, samples: Samples, rows: Row[]
     };
     rows.push([
       "TTFT of a new ~64-token request while 3 others stream, ms (idle server in brackets)",
-      (ls ? `${f(m("ttft.load.lmd"))} vs ${f(m("ttft.load.llama-server"))} (${f(m("ttft.idle.lmd"))} vs ${f(m("ttft.idle.llama-server"))})` : `${f(m("ttft.load.lmd"))} (${f(m("ttft.idle.lmd"))})`) +
-        starved("lmd") + (ls ? starved("llama-server").replace(", **", ", **llama-server: ") : ""),
+      (ls
+        ? `${f(m("ttft.load.lmd"))} vs ${f(m("ttft.load.llama-server"))} (${f(m("ttft.idle.lmd"))} vs ${f(m("ttft.idle.llama-server"))})`
+        : `${f(m("ttft.load.lmd"))} (${f(m("ttft.idle.lmd"))})`) +
+        starved("lmd") +
+        (ls ? starved("llama-server").replace(", **", ", **llama-server: ") : ""),
       ls ? ratio(m("ttft.load.lmd"), m("ttft.load.llama-server")) : "—",
       "≤ 1.0",
     ]);
@@ -340,14 +395,39 @@ async function throughputRows(ctx: ServingContext, samples: Samples, rows: Row[]
   const chosen = await busyHost(ctx, add);
   await twoModels(ctx, add);
   for (let t = 1; t <= cores(); t++) {
-    rows.push([`busy host: decode tok/s, \`SERVICE_THREADS=${t}\`, quiet → CPU hog on core 0`, `${f(m(`busy.${t}.quiet`))} → ${f(m(`busy.${t}.hog`))}`, ratio(m(`busy.${t}.hog`), m(`busy.${t}.quiet`)), "—"]);
+    rows.push([
+      `busy host: decode tok/s, \`SERVICE_THREADS=${t}\`, quiet → CPU hog on core 0`,
+      `${f(m(`busy.${t}.quiet`))} → ${f(m(`busy.${t}.hog`))}`,
+      ratio(m(`busy.${t}.hog`), m(`busy.${t}.quiet`)),
+      "—",
+    ]);
   }
-  rows.push([`busy host: decode tok/s, default rule (threads chosen at load: ${chosen.quiet ?? "?"} quiet, ${chosen.hog ?? "?"} with the hog; after 3 s of decoding: ${chosen.quietRounds ?? "?"} quiet, ${chosen.hogRounds ?? "?"} with the hog), quiet → hog`, `${f(m("busy.auto.quiet"))} → ${f(m("busy.auto.hog"))}`, ratio(m("busy.auto.hog"), m("busy.auto.quiet")), "≥ 0.45"]);
-  rows.push([`busy host: decode tok/s, default rule, loaded on the quiet host and the hog arriving after (threads after 3 s of decoding: ${chosen.quietRounds ?? "?"} quiet, ${chosen.laterRounds ?? "?"} with the hog), quiet → hog`, `${f(m("busy.auto.quiet"))} → ${f(m("busy.auto.later"))}`, ratio(m("busy.auto.later"), m("busy.auto.quiet")), "≥ 0.45"]);
+  rows.push([
+    `busy host: decode tok/s, default rule (threads chosen at load: ${chosen.quiet ?? "?"} quiet, ${chosen.hog ?? "?"} with the hog; after 3 s of decoding: ${chosen.quietRounds ?? "?"} quiet, ${chosen.hogRounds ?? "?"} with the hog), quiet → hog`,
+    `${f(m("busy.auto.quiet"))} → ${f(m("busy.auto.hog"))}`,
+    ratio(m("busy.auto.hog"), m("busy.auto.quiet")),
+    "≥ 0.45",
+  ]);
+  rows.push([
+    `busy host: decode tok/s, default rule, loaded on the quiet host and the hog arriving after (threads after 3 s of decoding: ${chosen.quietRounds ?? "?"} quiet, ${chosen.laterRounds ?? "?"} with the hog), quiet → hog`,
+    `${f(m("busy.auto.quiet"))} → ${f(m("busy.auto.later"))}`,
+    ratio(m("busy.auto.later"), m("busy.auto.quiet")),
+    "≥ 0.45",
+  ]);
   const quietBest = Math.max(...Array.from({ length: cores() }, (_, i) => m(`busy.${i + 1}.quiet`)));
-  rows.push(["busy host: default rule with the hog vs the best quiet figure of any thread count", `${f(m("busy.auto.hog"))} vs ${f(quietBest)}`, ratio(m("busy.auto.hog"), quietBest), "≥ 0.45"]);
+  rows.push([
+    "busy host: default rule with the hog vs the best quiet figure of any thread count",
+    `${f(m("busy.auto.hog"))} vs ${f(quietBest)}`,
+    ratio(m("busy.auto.hog"), quietBest),
+    "≥ 0.45",
+  ]);
   for (const [tag, text] of [["fixed", `\`SERVICE_THREADS=${cores()}\``], ["auto", "default rule"]] as const) {
-    rows.push([`two models decoding at once (the bench model under two names), ${text}: each model's decode tok/s, alone → both at once`, `${f(m(`two.${tag}.alone`))} → ${f(m(`two.${tag}.together`))}`, ratio(m(`two.${tag}.together`), m(`two.${tag}.alone`)), "—"]);
+    rows.push([
+      `two models decoding at once (the bench model under two names), ${text}: each model's decode tok/s, alone → both at once`,
+      `${f(m(`two.${tag}.alone`))} → ${f(m(`two.${tag}.together`))}`,
+      ratio(m(`two.${tag}.together`), m(`two.${tag}.alone`)),
+      "—",
+    ]);
   }
 
   return chosen;

@@ -1,5 +1,5 @@
 /**
- * The serving figures of `npm run bench` (issue 15): aggregate decode of 4 and 8 concurrent
+ * The serving figures of `npm run bench`: aggregate decode of 4 and 8 concurrent
  * streams against llama-server `-np 4`/`-np 8`, the time to first token of a new request while
  * others stream, decode on a busy host (a CPU hog pinned to one core) for each thread count and
  * for lmd's automatic choice, and speculative decoding with the identity-layer pair and an
@@ -47,7 +47,12 @@ async function longStream(kind: ServerKind, url: string, prompt: string, s: Samp
     await llamaServerComplete(url, completionBody(prompt, 3000, s, { ignore_eos: true }), signal, onToken);
     return;
   }
-  const res = await fetch(`${url}/api/generate`, { method: "POST", headers: { "content-type": "application/json" }, signal, body: JSON.stringify({ model: "bench", prompt, raw: true, stream: true, options: { ...s, num_predict: 3000 } }) });
+  const res = await fetch(`${url}/api/generate`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    signal,
+    body: JSON.stringify({ model: "bench", prompt, raw: true, stream: true, options: { ...s, num_predict: 3000 } }),
+  });
   if (!res.ok || !res.body) throw new Error(`lmd answered ${res.status}`);
   for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) for (const byte of chunk) if (byte === 10) onToken();
 }
@@ -56,7 +61,13 @@ async function longStream(kind: ServerKind, url: string, prompt: string, s: Samp
  * `n` streams that keep decoding until stopped: the "others" of the TTFT-under-load figure. A
  * stream that ends by itself (an end-of-sequence token: lmd has no ignore_eos) is restarted.
  */
-export function backgroundStreams(kind: ServerKind, url: string, n: number, s: Sampling, salt: number): { ready: Promise<void>; stopped(): boolean; stop(): Promise<void> } {
+export function backgroundStreams(
+  kind: ServerKind,
+  url: string,
+  n: number,
+  s: Sampling,
+  salt: number,
+): { ready: Promise<void>; stopped(): boolean; stop(): Promise<void> } {
   const ac = new AbortController();
   const seen = new Array<number>(n).fill(0);
   let markReady!: () => void;
@@ -94,7 +105,9 @@ export async function probeTtft(kind: ServerKind, url: string, s: Sampling, salt
 
 /** A busy loop pinned to CPU 0: another tenant of the host. Bounded by its own deadline; killed by the caller. */
 export function startHog(seconds: number): ChildProcess {
-  return track(spawn("taskset", ["-c", "0", process.execPath, "-e", `const end = Date.now() + ${seconds * 1000}; while (Date.now() < end);`], { stdio: "ignore" }));
+  return track(
+    spawn("taskset", ["-c", "0", process.execPath, "-e", `const end = Date.now() + ${seconds * 1000}; while (Date.now() < end);`], { stdio: "ignore" }),
+  );
 }
 
 /** Stops a hog and waits until it is gone, so the next "quiet" figure is quiet. */
@@ -129,7 +142,13 @@ export interface SpeculativeRun {
 
 /** A greedy generation with its decode rate and draft counts. */
 export async function speculativeRun(url: string, model: string, tokens: number, salt: number): Promise<SpeculativeRun> {
-  const g = await lmdGenerate(url, { model, prompt: `${salt} the quick brown fox jumps over the lazy dog`, raw: true, stream: true, options: { temperature: 0, repeat_penalty: 1, num_predict: tokens } });
+  const g = await lmdGenerate(url, {
+    model,
+    prompt: `${salt} the quick brown fox jumps over the lazy dog`,
+    raw: true,
+    stream: true,
+    options: { temperature: 0, repeat_penalty: 1, num_predict: tokens },
+  });
   return { rate: (g.evalCount - 1) / ((g.lastMs - g.firstMs) / 1000), drafted: g.draftCount ?? 0, accepted: g.draftAcceptedCount ?? 0, context: g.context };
 }
 

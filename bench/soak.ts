@@ -1,5 +1,5 @@
 /**
- * Soak test (issue 9): a built `lmd serve` on loopback with a tiny model, driven by many concurrent
+ * Soak test: a built `lmd serve` on loopback with a tiny model, driven by many concurrent
  * clients for several minutes with a mix of streams, non-streams, chat, /v1, embeddings, model
  * listing, malformed bodies and requests aborted halfway. It reports requests and errors by status,
  * and the daemon's RSS, open file descriptors and child processes over time; it fails (exit 1) on
@@ -19,7 +19,9 @@ import { installGguf } from "../src/store/install.js";
 import { makeModel } from "../src/gguf/make-model.js";
 import { ModelStore } from "../src/store/store.js";
 
-const { values: args } = parseArgs({ options: { duration: { type: "string", default: "180" }, clients: { type: "string", default: "32" }, json: { type: "string" } } });
+const { values: args } = parseArgs({
+  options: { duration: { type: "string", default: "180" }, clients: { type: "string", default: "32" }, json: { type: "string" } },
+});
 const DURATION_MS = Number(args.duration) * 1000;
 const CLIENTS = Number(args.clients);
 const MAIN = fileURLToPath(new URL("../src/main.js", import.meta.url));
@@ -31,7 +33,14 @@ function procSample(pid: number, t0: number): Sample {
   const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, "m").exec(status)?.[1] ?? 0);
   const children = childrenOf(pid);
   const childRssKiB = children.reduce((n, c) => n + (Number(/^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${c}/status`, "utf8"))?.[1]) || 0), 0);
-  return { t: Math.round((Date.now() - t0) / 1000), rssKiB: field("VmRSS"), fds: readdirSync(`/proc/${pid}/fd`).length, threads: field("Threads"), children, childRssKiB };
+  return {
+    t: Math.round((Date.now() - t0) / 1000),
+    rssKiB: field("VmRSS"),
+    fds: readdirSync(`/proc/${pid}/fd`).length,
+    threads: field("Threads"),
+    children,
+    childRssKiB,
+  };
 }
 
 function childrenOf(pid: number): number[] {
@@ -50,12 +59,33 @@ function freePort(): Promise<number> {
 
 /** One request of the mix: what it sends and which statuses are right for it. */
 type Op = { name: string; weight: number; run: (base: string, signal: AbortSignal) => Promise<Response>; ok: number[] };
-const post = (base: string, p: string, body: unknown, signal: AbortSignal) => fetch(`${base}${p}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal });
+const post = (base: string, p: string, body: unknown, signal: AbortSignal) =>
+  fetch(`${base}${p}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal });
 const MIX: Op[] = [
-  { name: "generate stream", weight: 4, run: (b, s) => post(b, "/api/generate", { model: "tiny", prompt: "Tell me about the sea", options: { num_predict: 16 } }, s), ok: [200, 503] },
-  { name: "generate", weight: 3, run: (b, s) => post(b, "/api/generate", { model: "tiny", prompt: "Hello", stream: false, options: { num_predict: 8 } }, s), ok: [200, 503] },
-  { name: "chat stream", weight: 3, run: (b, s) => post(b, "/api/chat", { model: "tiny", messages: [{ role: "user", content: "hi" }], options: { num_predict: 16 } }, s), ok: [200, 503] },
-  { name: "v1 chat stream", weight: 2, run: (b, s) => post(b, "/v1/chat/completions", { model: "tiny", stream: true, max_tokens: 16, messages: [{ role: "user", content: "hi" }] }, s), ok: [200, 503] },
+  {
+    name: "generate stream",
+    weight: 4,
+    run: (b, s) => post(b, "/api/generate", { model: "tiny", prompt: "Tell me about the sea", options: { num_predict: 16 } }, s),
+    ok: [200, 503],
+  },
+  {
+    name: "generate",
+    weight: 3,
+    run: (b, s) => post(b, "/api/generate", { model: "tiny", prompt: "Hello", stream: false, options: { num_predict: 8 } }, s),
+    ok: [200, 503],
+  },
+  {
+    name: "chat stream",
+    weight: 3,
+    run: (b, s) => post(b, "/api/chat", { model: "tiny", messages: [{ role: "user", content: "hi" }], options: { num_predict: 16 } }, s),
+    ok: [200, 503],
+  },
+  {
+    name: "v1 chat stream",
+    weight: 2,
+    run: (b, s) => post(b, "/v1/chat/completions", { model: "tiny", stream: true, max_tokens: 16, messages: [{ role: "user", content: "hi" }] }, s),
+    ok: [200, 503],
+  },
   { name: "embed", weight: 2, run: (b, s) => post(b, "/api/embed", { model: "tiny", input: ["one", "two"] }, s), ok: [200, 503] },
   { name: "tags", weight: 2, run: (b, s) => fetch(`${b}/api/tags`, { signal: s }), ok: [200] },
   { name: "ps", weight: 1, run: (b, s) => fetch(`${b}/api/ps`, { signal: s }), ok: [200] },
@@ -100,7 +130,18 @@ async function main(): Promise<void> {
   await installGguf(store, "tiny", gguf);
   rmSync(gguf);
   const port = await freePort();
-  const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir, SERVICE_HOST: `127.0.0.1:${port}`, SERVICE_MODELS: dir, SERVICE_THREADS: "2", SERVICE_GPU: "false", SERVICE_NUM_PARALLEL: "4", SERVICE_MAX_QUEUE: "16", SERVICE_CONTEXT_LENGTH: "1024", SERVICE_LOG_LEVEL: "warn" };
+  const env = {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    HOME: dir,
+    SERVICE_HOST: `127.0.0.1:${port}`,
+    SERVICE_MODELS: dir,
+    SERVICE_THREADS: "2",
+    SERVICE_GPU: "false",
+    SERVICE_NUM_PARALLEL: "4",
+    SERVICE_MAX_QUEUE: "16",
+    SERVICE_CONTEXT_LENGTH: "1024",
+    SERVICE_LOG_LEVEL: "warn",
+  };
   const daemon = spawn(process.execPath, [MAIN, "serve"], { env, stdio: ["ignore", "ignore", "inherit"] });
   const base = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
@@ -128,7 +169,11 @@ async function main(): Promise<void> {
   const warm = samples.find((s) => s.t >= 20) ?? samples[0]!;
   const last = samples.at(-1)!;
   const summary = {
-    durationS: DURATION_MS / 1000, clients: CLIENTS, cpus: os.availableParallelism(), loadavgAtStart: loadavg, loadavgAtEnd: os.loadavg().map((l) => l.toFixed(2)).join(" "),
+    durationS: DURATION_MS / 1000,
+    clients: CLIENTS,
+    cpus: os.availableParallelism(),
+    loadavgAtStart: loadavg,
+    loadavgAtEnd: os.loadavg().map((l) => l.toFixed(2)).join(" "),
     requests, byStatus: Object.fromEntries([...stats.entries()].sort()), failures: failures.length, failureSamples: failures.slice(0, 10),
     rssKiB: { start: samples[0]!.rssKiB, warm: warm.rssKiB, end: last.rssKiB, max: Math.max(...samples.map((s) => s.rssKiB)) },
     fds: { start: samples[0]!.fds, warm: warm.fds, end: last.fds, max: Math.max(...samples.map((s) => s.fds)) },

@@ -11,7 +11,10 @@ import type { Row } from "./serving-run.js";
 const EMOJI = "\u{1F600}";
 const KiB = 1024;
 
-export async function tokenizeRows(o: { startLmd(env: Record<string, string>): Promise<{ url: string; child: ChildProcess }>; rounds: number }): Promise<Row[]> {
+export async function tokenizeRows(o: {
+  startLmd(env: Record<string, string>): Promise<{ url: string; child: ChildProcess }>;
+  rounds: number;
+}): Promise<Row[]> {
   const lmd = await o.startLmd({});
   try {
     const best = new Map<number, number>();
@@ -29,7 +32,12 @@ export async function tokenizeRows(o: { startLmd(env: Record<string, string>): P
     const ratio = (a: number, b: number) => (best.get(b)! / best.get(a)!).toFixed(2);
     return [
       ["`/api/tokenize` of 1 MiB of U+1F600 (s)", s(1024 * KiB), "—", "≤ 2 s"],
-      ["the same, 4 × the input: 256 KiB → 1 MiB, 1 MiB → 4 MiB (time ratio)", `${s(256 * KiB)} → ${s(1024 * KiB)} → ${s(4096 * KiB)} s`, `${ratio(256 * KiB, 1024 * KiB)} ×, ${ratio(1024 * KiB, 4096 * KiB)} ×`, "≤ 6 ×"],
+      [
+        "the same, 4 × the input: 256 KiB → 1 MiB, 1 MiB → 4 MiB (time ratio)",
+        `${s(256 * KiB)} → ${s(1024 * KiB)} → ${s(4096 * KiB)} s`,
+        `${ratio(256 * KiB, 1024 * KiB)} ×, ${ratio(1024 * KiB, 4096 * KiB)} ×`,
+        "≤ 6 ×",
+      ],
     ];
   } finally {
     await stopProcess(lmd.child);

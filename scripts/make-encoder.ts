@@ -58,6 +58,8 @@ export async function runEncoder(argv: string[]): Promise<string> {
   };
   const defined = Object.fromEntries(Object.entries(options).filter(([, x]) => x !== undefined)) as unknown as MakeBertOptions;
   const r = await makeBert(v.out, defined);
-  return `wrote ${r.file}: bert ${r.pooling === "rank" ? "reranker" : `embedding model (${r.pooling} pooling)`}, ${(r.parameters / 1e6).toFixed(2)}M parameters, ` +
-    `${(r.bytes / 2 ** 20).toFixed(1)} MiB, vocab ${r.vocabSize}, embd ${r.embeddingLength}`;
+  return (
+    `wrote ${r.file}: bert ${r.pooling === "rank" ? "reranker" : `embedding model (${r.pooling} pooling)`}, ${(r.parameters / 1e6).toFixed(2)}M parameters, ` +
+    `${(r.bytes / 2 ** 20).toFixed(1)} MiB, vocab ${r.vocabSize}, embd ${r.embeddingLength}`
+  );
 }

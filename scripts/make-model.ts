@@ -40,7 +40,11 @@ const NUMERIC = { embd: "embeddingLength", layers: "layers", heads: "heads", "kv
 
 /** --vocab FILE|FAMILY and --template: a real family's tokenizer and chat template (src/gguf/family-vocab.ts). */
 async function familyOptions(argv: string[], options: MakeModelOptions): Promise<MakeModelOptions> {
-  const { values } = parseArgs({ args: argv, strict: false, options: { vocab: { type: "string" }, template: { type: "string" }, "llama-src": { type: "string" } } });
+  const { values } = parseArgs({
+    args: argv,
+    strict: false,
+    options: { vocab: { type: "string" }, template: { type: "string" }, "llama-src": { type: "string" } },
+  });
   const src = typeof values["llama-src"] === "string" ? values["llama-src"] : undefined;
   const out = { ...options };
   if (typeof values.vocab === "string" && !/^\d+$/.test(values.vocab)) out.tokenizer = await readTokenizer(await vocabFile(values.vocab, src));

@@ -126,7 +126,14 @@ export async function createApp(config: Readonly<Config>, deps: AppDeps): Promis
   pushRoutes(router, services);
   psRoutes(router, services);
   metricsRoutes(router, metrics);
-  const http = createHttpServer({ router, guards: createGuards(config), log, maxBodyBytes: config.maxBodyBytes, onResponse: metrics.onResponse, ...(deps.httpLimits ? { limits: deps.httpLimits } : {}) });
+  const http = createHttpServer({
+    router,
+    guards: createGuards(config),
+    log,
+    maxBodyBytes: config.maxBodyBytes,
+    onResponse: metrics.onResponse,
+    ...(deps.httpLimits ? { limits: deps.httpLimits } : {}),
+  });
   const { server } = http;
 
   let closing: Promise<void> | undefined;

@@ -116,7 +116,8 @@ export function staticReason(b: InstalledBackend, llamaVersion: string, host: Ho
 /** What the files on this host say: ld.so.cache, LD_LIBRARY_PATH and the usual library directories. */
 export function realHost(env: NodeJS.ProcessEnv = process.env): HostFacts {
   let cache: string | undefined;
-  const dirs = [...(env.LD_LIBRARY_PATH ?? "").split(":").filter(Boolean), "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/lib64"];
+  const system = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/lib64"];
+  const dirs = [...(env.LD_LIBRARY_PATH ?? "").split(":").filter(Boolean), ...system];
   return {
     hasLibrary(name) {
       cache ??= (() => {
@@ -157,7 +158,12 @@ export async function reportBackend(mode: GpuMode, log: Logger, host: HostFacts 
 /** Runs the probe process (tests pass a stand-in for a GPU host). */
 export type Probe = (mode: GpuMode, candidates: GpuBackend[]) => Promise<ProbeResult>;
 
-export async function findBackend(mode: GpuMode, host: HostFacts = realHost(), nodeModules = nodeModulesDir(), probe: Probe = runProbe): Promise<BackendReport> {
+export async function findBackend(
+  mode: GpuMode,
+  host: HostFacts = realHost(),
+  nodeModules = nodeModulesDir(),
+  probe: Probe = runProbe,
+): Promise<BackendReport> {
   if (mode === false) return { backend: "cpu", devices: [], vramBytes: 0, unused: [] };
   const { llamaVersion, installed } = installedBackends(nodeModules);
   const unused: BackendReport["unused"] = [];
@@ -169,7 +175,8 @@ export async function findBackend(mode: GpuMode, host: HostFacts = realHost(), n
     else candidates.push(b);
   }
   if (mode !== "auto" && !installed.some((b) => b.backend === mode)) {
-    return { backend: "cpu", devices: [], vramBytes: 0, unused, error: `the ${mode} binaries are not installed (${GPU_PACKAGES[mode].join(", ")}; package ${SYSTEM_PACKAGE[mode]})` };
+    const error = `the ${mode} binaries are not installed (${GPU_PACKAGES[mode].join(", ")}; package ${SYSTEM_PACKAGE[mode]})`;
+    return { backend: "cpu", devices: [], vramBytes: 0, unused, error };
   }
   if (candidates.length === 0) {
     const error = mode !== "auto" ? unused.find((u) => u.backend === mode)?.reason : undefined;
@@ -220,7 +227,12 @@ export function runnerGpu(mode: GpuMode, r: BackendReport): { gpu: RunnerGpu; re
  * exits, however it exits. A probe that dies or hangs during its smoke test (its last answer says
  * `pending`) failed it, with llama.cpp's error line from its stderr as the reason.
  */
-export function runProbe(mode: GpuMode, candidates: GpuBackend[], timeoutMs = 120_000, entry = path.join(path.dirname(childEntry()), "../probe.js")): Promise<ProbeResult> {
+export function runProbe(
+  mode: GpuMode,
+  candidates: GpuBackend[],
+  timeoutMs = 120_000,
+  entry = path.join(path.dirname(childEntry()), "../probe.js"),
+): Promise<ProbeResult> {
   return new Promise((resolve) => {
     const scratch = mkdtempSync(path.join(os.tmpdir(), "lmd-probe-"));
     // GGML_NO_BACKTRACE: an abort exits at once instead of running gdb for a backtrace.
@@ -252,7 +264,9 @@ export function runProbe(mode: GpuMode, candidates: GpuBackend[], timeoutMs = 12
         return resolve({ ...result, smoke: "failed", smokeError: detail });
       }
       const last = stderr.last();
-      resolve(result ?? { backend: "cpu", devices: [], vramBytes: 0, reasons: {}, smoke: "skipped", error: `the backend probe ${why}${last ? `: ${last}` : ""}` });
+      resolve(
+        result ?? { backend: "cpu", devices: [], vramBytes: 0, reasons: {}, smoke: "skipped", error: `the backend probe ${why}${last ? `: ${last}` : ""}` },
+      );
     };
     child.on("exit", (code, signal) => done(signal ? `was killed (${signal})` : `exited with status ${code}`));
     child.on("error", (err) => done(`could not start (${err.message})`));
@@ -292,14 +306,19 @@ class ErrorLines {
     if (/\berror: \S/i.test(line) && this.errors.length < 20) this.errors.push(line.replace(/^llama\.cpp: /, "").replace(/\.$/, ""));
   }
 
+  private flushPartial(): void {
+    if (this.partial) this.line(this.partial);
+    this.partial = "";
+  }
+
   /** The first error line (since the smoke test's marker). */
   error(): string | undefined {
-    if (this.partial) this.line(this.partial), (this.partial = "");
+    this.flushPartial();
     return this.errors[0];
   }
 
   last(): string {
-    if (this.partial) this.line(this.partial), (this.partial = "");
+    this.flushPartial();
     return this.lastLine;
   }
 }
@@ -320,6 +339,9 @@ export function logReport(mode: GpuMode, r: BackendReport, log: Logger): void {
     else log.info(fields, msg);
   }
   if (mode !== false && mode !== "auto" && r.backend !== mode) {
-    log.error({ backend: mode, reason: r.error }, `SERVICE_GPU is ${mode}, but the ${mode} backend cannot be used: ${r.error ?? "no usable device"}; model loads will fail`);
+    log.error(
+      { backend: mode, reason: r.error },
+      `SERVICE_GPU is ${mode}, but the ${mode} backend cannot be used: ${r.error ?? "no usable device"}; model loads will fail`,
+    );
   }
 }

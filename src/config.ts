@@ -11,7 +11,21 @@ import path from "node:path";
 import envSchema from "env-schema";
 import { parseListenAddress, type ListenAddress } from "./config/address.js";
 import { fromSchemaError, schema, type RawEnv } from "./config/schema.js";
-import { atMost, booleanOf, ConfigError, durationOf, expandHome, nonNegative, parseBoolean, parseMirrors, positive, sizeOf, sizeOrZero, splitList, timerDuration } from "./config/values.js";
+import {
+  atMost,
+  booleanOf,
+  ConfigError,
+  durationOf,
+  expandHome,
+  nonNegative,
+  parseBoolean,
+  parseMirrors,
+  positive,
+  sizeOf,
+  sizeOrZero,
+  splitList,
+  timerDuration,
+} from "./config/values.js";
 import { VARIABLES, withAliases } from "./config/variables.js";
 
 export { clientUrl, isLoopbackHost, parseListenAddress, type ListenAddress } from "./config/address.js";
@@ -120,17 +134,28 @@ export function loadConfig(given: Record<string, string | undefined>): Readonly<
     maxBodyBytes: sizeOf("SERVICE_MAX_BODY", raw.SERVICE_MAX_BODY),
     logLevel: raw.SERVICE_LOG_LEVEL,
     logDir: raw.SERVICE_LOG_DIR,
-    shutdownTimeoutMs: timerDuration("SERVICE_SHUTDOWN_TIMEOUT", nonNegative("SERVICE_SHUTDOWN_TIMEOUT", durationOf("SERVICE_SHUTDOWN_TIMEOUT", raw.SERVICE_SHUTDOWN_TIMEOUT))),
+    shutdownTimeoutMs: timerDuration(
+      "SERVICE_SHUTDOWN_TIMEOUT",
+      nonNegative("SERVICE_SHUTDOWN_TIMEOUT", durationOf("SERVICE_SHUTDOWN_TIMEOUT", raw.SERVICE_SHUTDOWN_TIMEOUT)),
+    ),
     loadTimeoutMs: timerDuration("SERVICE_LOAD_TIMEOUT", positive("SERVICE_LOAD_TIMEOUT", durationOf("SERVICE_LOAD_TIMEOUT", raw.SERVICE_LOAD_TIMEOUT))),
     writeTimeoutMs: timerDuration("SERVICE_WRITE_TIMEOUT", positive("SERVICE_WRITE_TIMEOUT", durationOf("SERVICE_WRITE_TIMEOUT", raw.SERVICE_WRITE_TIMEOUT))),
-    renderTimeoutMs: timerDuration("SERVICE_RENDER_TIMEOUT", positive("SERVICE_RENDER_TIMEOUT", durationOf("SERVICE_RENDER_TIMEOUT", raw.SERVICE_RENDER_TIMEOUT))),
+    renderTimeoutMs: timerDuration(
+      "SERVICE_RENDER_TIMEOUT",
+      positive("SERVICE_RENDER_TIMEOUT", durationOf("SERVICE_RENDER_TIMEOUT", raw.SERVICE_RENDER_TIMEOUT)),
+    ),
     threads: raw.SERVICE_THREADS,
     gpu: raw.SERVICE_GPU === "false" ? false : (raw.SERVICE_GPU as GpuMode),
     gpuOverheadBytes: sizeOrZero("SERVICE_GPU_OVERHEAD", raw.SERVICE_GPU_OVERHEAD),
     modelsConfig: raw.SERVICE_MODELS_CONFIG,
     truncate: booleanOf("SERVICE_TRUNCATE", raw.SERVICE_TRUNCATE),
     maxPredict: raw.SERVICE_MAX_PREDICT,
-    streamIntervalMs: atMost("SERVICE_STREAM_INTERVAL", 1000, "1s", nonNegative("SERVICE_STREAM_INTERVAL", durationOf("SERVICE_STREAM_INTERVAL", raw.SERVICE_STREAM_INTERVAL))),
+    streamIntervalMs: atMost(
+      "SERVICE_STREAM_INTERVAL",
+      1000,
+      "1s",
+      nonNegative("SERVICE_STREAM_INTERVAL", durationOf("SERVICE_STREAM_INTERVAL", raw.SERVICE_STREAM_INTERVAL)),
+    ),
     ...cacheSettings(raw),
     cacheDir: raw.SERVICE_CACHE_DIR === undefined ? path.join(path.dirname(models), "cache") : expandHome(raw.SERVICE_CACHE_DIR, env),
     cacheMaxBytes: raw.SERVICE_CACHE_MAX.trim() === "0" ? 0 : sizeOf("SERVICE_CACHE_MAX", raw.SERVICE_CACHE_MAX),
@@ -157,7 +182,11 @@ function cacheSettings(raw: RawEnv): { kvCacheType: KvCacheType; flashAttention:
  * llama.cpp quantizes the V cache only with flash attention: a quantized type turns "auto" on, and
  * an explicit off is refused (`fail` makes the error of whoever asked: the environment or the policy file).
  */
-export function resolveCacheSettings(kvCacheType: KvCacheType, flashAttention: FlashAttention, fail: (problem: string) => Error): { kvCacheType: KvCacheType; flashAttention: FlashAttention } {
+export function resolveCacheSettings(
+  kvCacheType: KvCacheType,
+  flashAttention: FlashAttention,
+  fail: (problem: string) => Error,
+): { kvCacheType: KvCacheType; flashAttention: FlashAttention } {
   if (kvCacheType === "f16") return { kvCacheType, flashAttention };
   if (flashAttention === false) throw fail(`a ${kvCacheType} KV cache needs flash attention; turn it on (or auto) or use f16`);
   return { kvCacheType, flashAttention: true };

@@ -3,8 +3,8 @@
  *
  * llama.cpp's CPU threads meet at spinning barriers several times per token. When another busy
  * process shares their cores, the kernel time-slices a spinning thread against it and decoding
- * collapses (on 2 cores with one taken: ~100 → ~5 tokens/s with 2 threads, measured in
- * docs/benchmarks.md), while one thread fewer keeps most of the speed. So each load takes the
+ * collapses to a few per cent of its speed (docs/benchmarks/history.md, "Threads on a busy machine"),
+ * while one thread fewer keeps most of the speed. So each load takes the
  * cores that are free when it starts:
  *
  *   threads = clamp(round(usable − busy), 1, usable)

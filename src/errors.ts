@@ -1,5 +1,5 @@
 /**
- * The error classes of the contract: HTTP errors carrying their status, and the model store's
+ * The error classes of the API: HTTP errors carrying their status, and the model store's
  * errors ({@link StoreError}), which carry a kind instead, so that the store knows nothing of HTTP.
  *
  * Handlers throw these; one place (`http/server.ts`) turns any thrown value into a status and
@@ -176,7 +176,22 @@ export function refusedWriteReason(code: string | undefined): string | undefined
 }
 
 /** File system calls that only change things: their refusal means the target is not writable. */
-const WRITE_CALLS = new Set(["mkdir", "rename", "unlink", "rmdir", "rm", "link", "symlink", "copyfile", "write", "ftruncate", "utime", "futime", "chmod", "fchmod"]);
+const WRITE_CALLS = new Set([
+  "mkdir",
+  "rename",
+  "unlink",
+  "rmdir",
+  "rm",
+  "link",
+  "symlink",
+  "copyfile",
+  "write",
+  "ftruncate",
+  "utime",
+  "futime",
+  "chmod",
+  "fchmod",
+]);
 
 /**
  * A refused write (EROFS from any call; EACCES or EPERM from a call that changes the file system)

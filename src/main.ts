@@ -63,7 +63,10 @@ async function serve(): Promise<void> {
     await flushLogger(log);
   });
   const address = await app.listen().catch((err: unknown) => listenFailure(err, config) ?? storeFailure(err, config));
-  log.info({ address: address.address, port: address.port, models: config.models, threads: config.threads ?? "auto", version: VERSION, ...ollamaAliases() }, "lmd listening");
+  log.info(
+    { address: address.address, port: address.port, models: config.models, threads: config.threads ?? "auto", version: VERSION, ...ollamaAliases() },
+    "lmd listening",
+  );
   // Which backend the runners use, and why installed GPU binaries are not (warnings): after the
   // listener, so that a probe of the GPU never delays serving. A GPU backend that fails the probe's
   // smoke test is not given to the runners (see Scheduler.useGpu for a model preloaded meanwhile).

@@ -12,8 +12,7 @@ import type { JobStats } from "./runner/handle.js";
 
 /**
  * How often the event-loop delay histogram samples. prom-client's default, 10 ms, is a timer that
- * wakes an idle daemon 100 times a second (measured: 504 wakeups of the main thread in 5 s, with
- * no request). A stall is still measured at this rate: it is the lateness of the next sample.
+ * wakes an idle daemon 100 times a second with no request. A stall is still measured at this rate: it is the lateness of the next sample.
  */
 export const EVENT_LOOP_SAMPLE_MS = 100;
 
@@ -37,7 +36,12 @@ export class Metrics {
   constructor(scheduler: () => SchedulerGauges | undefined) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: "lmd_", eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
-    this.requests = new Counter({ name: "lmd_http_requests_total", help: "HTTP requests by route and status", labelNames: ["method", "route", "status"], registers });
+    this.requests = new Counter({
+      name: "lmd_http_requests_total",
+      help: "HTTP requests by route and status",
+      labelNames: ["method", "route", "status"],
+      registers,
+    });
     this.duration = new Histogram({
       name: "lmd_http_request_duration_seconds",
       help: "Time to the end of the response, streams included",
@@ -45,7 +49,14 @@ export class Metrics {
       buckets: [0.001, 0.005, 0.025, 0.1, 0.5, 2, 10, 60, 300],
       registers,
     });
-    new Gauge({ name: "lmd_queue_depth", help: "Requests waiting for a slot or a model load", registers, collect() { this.set(scheduler()?.queueDepth ?? 0); } });
+    new Gauge({
+      name: "lmd_queue_depth",
+      help: "Requests waiting for a slot or a model load",
+      registers,
+      collect() {
+        this.set(scheduler()?.queueDepth ?? 0);
+      },
+    });
     new Gauge({ name: "lmd_loaded_models", help: "Models resident now", registers, collect() { this.set(scheduler()?.list().length ?? 0); } });
     new Gauge({
       name: "lmd_busy_slots",
@@ -53,9 +64,19 @@ export class Metrics {
       registers,
       collect() { this.set((scheduler()?.list() ?? []).reduce((n, m) => n + m.active, 0)); },
     });
-    this.promptTokens = new Counter({ name: "lmd_prompt_tokens_evaluated_total", help: "Prompt tokens evaluated (prompt-cache hits excluded)", labelNames: ["model"], registers });
+    this.promptTokens = new Counter({
+      name: "lmd_prompt_tokens_evaluated_total",
+      help: "Prompt tokens evaluated (prompt-cache hits excluded)",
+      labelNames: ["model"],
+      registers,
+    });
     this.generatedTokens = new Counter({ name: "lmd_tokens_generated_total", help: "Tokens generated", labelNames: ["model"], registers });
-    this.truncatedTokens = new Counter({ name: "lmd_truncated_tokens_total", help: "Prompt tokens dropped to fit the context (truncated_tokens)", labelNames: ["model"], registers });
+    this.truncatedTokens = new Counter({
+      name: "lmd_truncated_tokens_total",
+      help: "Prompt tokens dropped to fit the context (truncated_tokens)",
+      labelNames: ["model"],
+      registers,
+    });
     this.ttft = new Histogram({
       name: "lmd_time_to_first_token_seconds",
       help: "From the start of a generation in the runner to its first token (prompt evaluation)",

@@ -70,5 +70,8 @@ export function serveArguments(argv: readonly string[]): { action: "start" } | {
   const first = argv[0];
   if (first === undefined) return { action: "start" };
   const what = first.startsWith("-") ? `unknown flag '${first}'` : `unexpected argument '${first}'`;
-  return { action: "refuse", message: `lmd serve: ${what}: serve takes no arguments; it is configured by environment variables (e.g. SERVICE_HOST=127.0.0.1:8080 lmd serve); see lmd serve --help` };
+  return {
+    action: "refuse",
+    message: `lmd serve: ${what}: serve takes no arguments; it is configured by environment variables (e.g. SERVICE_HOST=127.0.0.1:8080 lmd serve); see lmd serve --help`,
+  };
 }

@@ -1,7 +1,7 @@
 /**
  * Wire types and JSON Schemas of Anthropic's Messages API as lmd accepts it (`POST /v1/messages`,
  * `POST /v1/messages/count_tokens`). A leaf, like types.ts. Unknown fields are allowed and ignored
- * (`metadata`, `service_tier`, cache controls); ranges are CONTRACT §3's.
+ * (`metadata`, `service_tier`, cache controls); ranges are those of the other endpoints.
  */
 
 export interface AnthropicTextBlock {
@@ -133,7 +133,10 @@ const countProperties = {
   thinking: {
     type: "object",
     required: ["type"],
-    properties: { type: { type: "string", enum: ["enabled", "disabled", "adaptive"] }, budget_tokens: { type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER } },
+    properties: {
+      type: { type: "string", enum: ["enabled", "disabled", "adaptive"] },
+      budget_tokens: { type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+    },
   },
 } as const;
 

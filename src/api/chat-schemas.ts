@@ -1,6 +1,6 @@
 /**
  * JSON Schemas of the chat, embed and `/v1` request bodies (compiled by `http/validate.ts`, which
- * turns the first violation into the contract's 400 message). Ranges are CONTRACT §3's.
+ * turns the first violation into the 400 message clients see). Ranges are those docs/errors.md lists.
  * Unknown fields are allowed and ignored.
  */
 import { optionsSchema } from "./schemas.js";
@@ -86,7 +86,7 @@ export const embeddingsSchema = {
   properties: { model, prompt: str, keep_alive: keepAlive, options: optionsSchema },
 } as const;
 
-// ---- /v1: OpenAI's names, CONTRACT §3's ranges ----
+// ---- /v1: OpenAI's names, the same ranges ----
 
 const sampling = {
   model,
@@ -126,7 +126,11 @@ export const openaiChatSchema = {
           reasoning: { type: ["string", "null"] },
           tool_calls: {
             type: ["array", "null"],
-            items: { type: "object", required: ["function"], properties: { id: str, function: { type: "object", required: ["name"], properties: { name: str, arguments: str } } } },
+            items: {
+              type: "object",
+              required: ["function"],
+              properties: { id: str, function: { type: "object", required: ["name"], properties: { name: str, arguments: str } } },
+            },
           },
         },
       },
@@ -154,7 +158,13 @@ export const openaiChatSchema = {
 export const openaiCompletionSchema = {
   type: "object",
   required: ["model", "prompt"],
-  properties: { ...sampling, prompt: { type: ["string", "array"], items: str, maxItems: 1 }, suffix: { type: ["string", "null"] }, echo: { type: ["boolean", "null"] }, logprobs: nullable({ type: "integer", minimum: 0, maximum: 20 }) },
+  properties: {
+    ...sampling,
+    prompt: { type: ["string", "array"], items: str, maxItems: 1 },
+    suffix: { type: ["string", "null"] },
+    echo: { type: ["boolean", "null"] },
+    logprobs: nullable({ type: "integer", minimum: 0, maximum: 20 }),
+  },
 } as const;
 
 export const openaiEmbeddingSchema = {

@@ -1,5 +1,5 @@
 /**
- * The HTTP client of lmd's API, shared by the CLI, the gateway and the tests (CONTRACT §7).
+ * The HTTP client of lmd's API, shared by the CLI, the gateway and the tests. Its rules:
  *
  * - 200: the body is the result (`response` for generate); 4xx/5xx: the body's `error` is the message.
  * - Retries with a growing delay (honouring `Retry-After`) only on status >= 500 and network
@@ -31,7 +31,7 @@ export class ClientError extends Error {
 export interface ClientOptions {
   /** Base URL; default from `host`. */
   url?: string;
-  /** A `SERVICE_HOST` value (any form CONTRACT §2 accepts); default `127.0.0.1:11434`. */
+  /** A `SERVICE_HOST` value (any form the daemon accepts); default `127.0.0.1:11434`. */
   host?: string;
   /** Retries after the first attempt (default 3). */
   retries?: number;
@@ -204,7 +204,7 @@ export class Client {
     return text.trim() !== "" ? `${res.statusCode}: ${text.trim().slice(0, 200)}` : `the server answered status ${res.statusCode}`;
   }
 
-  /** Turns undici/node errors into the messages of CONTRACT §7. */
+  /** Turns undici/node errors into the messages above (connection refused, timeout). */
   private translate(err: unknown): ClientError {
     if (err instanceof ClientError) return err;
     const code = errorCode(err);

@@ -1,7 +1,7 @@
 /**
  * Wire types and the JSON Schema of OpenAI's Responses API as lmd accepts it (`POST /v1/responses`,
  * stateless). A leaf, like types.ts. Unknown fields are allowed and ignored (`store`, `metadata`,
- * `truncation`, `parallel_tool_calls`, `reasoning`); ranges are CONTRACT §3's.
+ * `truncation`, `parallel_tool_calls`, `reasoning`); ranges are those of the other endpoints.
  */
 
 export interface ResponsesContentPart {
@@ -84,11 +84,20 @@ export const responsesSchema = {
       items: {
         type: "object",
         required: ["type"],
-        properties: { type: str, name: { type: "string", minLength: 1, pattern: "^[^\\s]+$" }, description: { type: ["string", "null"] }, parameters: { type: ["object", "null"] } },
+        properties: {
+          type: str,
+          name: { type: "string", minLength: 1, pattern: "^[^\\s]+$" },
+          description: { type: ["string", "null"] },
+          parameters: { type: ["object", "null"] },
+        },
       },
     },
     tool_choice: {
-      anyOf: [{ type: "string", enum: ["none", "auto", "required"] }, { type: "object", required: ["type"], properties: { type: str, name: str } }, { type: "null" }],
+      anyOf: [
+        { type: "string", enum: ["none", "auto", "required"] },
+        { type: "object", required: ["type"], properties: { type: str, name: str } },
+        { type: "null" },
+      ],
     },
     text: {
       type: ["object", "null"],

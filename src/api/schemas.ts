@@ -1,6 +1,6 @@
 /**
- * JSON Schemas of request bodies (CONTRACT §3 ranges). Compiled with ajv by `http/validate.ts`,
- * which turns the first violation into the contract's message (`invalid type for parameter
+ * JSON Schemas of request bodies, with the ranges docs/errors.md lists. Compiled with ajv by
+ * `http/validate.ts`, which turns the first violation into the 400 message (`invalid type for parameter
  * 'options.top_k': expected integer`, `temperature must be between 0 and 2`, `prompt is required`).
  * Unknown top-level fields and unknown option keys are allowed (and ignored).
  */

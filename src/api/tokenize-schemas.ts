@@ -29,7 +29,14 @@ const keepAlive = { type: ["string", "number"] } as const;
 export const tokenizeSchema = {
   type: "object",
   required: ["model", "content"],
-  properties: { model, content: { type: "string" }, add_special: { type: "boolean" }, parse_special: { type: "boolean" }, keep_alive: keepAlive, options: optionsSchema },
+  properties: {
+    model,
+    content: { type: "string" },
+    add_special: { type: "boolean" },
+    parse_special: { type: "boolean" },
+    keep_alive: keepAlive,
+    options: optionsSchema,
+  },
 } as const;
 
 export const detokenizeSchema = {

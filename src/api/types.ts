@@ -3,7 +3,7 @@
  * gateway and the tests, and importing nothing from the server.
  */
 
-/** Model options (Ollama's `options` object); ranges in CONTRACT §3. */
+/** Model options (Ollama's `options` object); their ranges are in schemas.ts. */
 export interface ModelOptions {
   num_keep?: number;
   seed?: number;

@@ -11,7 +11,14 @@ import type { Services } from "./services.js";
 import { requireEmbedding, withLease, type Target } from "./target.js";
 
 /** Raw embedding vectors of `inputs` (one job; the runner evaluates them in turn). */
-export async function runEmbed(services: Services, signal: AbortSignal, target: Target, inputs: string[], truncate: boolean, dimensions?: number): Promise<{ result: EmbedResult; loadNs: number }> {
+export async function runEmbed(
+  services: Services,
+  signal: AbortSignal,
+  target: Target,
+  inputs: string[],
+  truncate: boolean,
+  dimensions?: number,
+): Promise<{ result: EmbedResult; loadNs: number }> {
   // The load form (no input) loads any model, as Ollama's does.
   if (inputs.length > 0) await requireEmbedding(services, target);
   return withLease(services, signal, target, async (lease) => {
@@ -43,7 +50,14 @@ export async function runRank(services: Services, signal: AbortSignal, target: T
 }
 
 /** Tokens of `content` by the model's own tokenizer (the model is loaded, as llama-server has it). */
-export function tokenize(services: Services, signal: AbortSignal, target: Target, content: string, addSpecial: boolean, parseSpecial: boolean): Promise<Uint32Array> {
+export function tokenize(
+  services: Services,
+  signal: AbortSignal,
+  target: Target,
+  content: string,
+  addSpecial: boolean,
+  parseSpecial: boolean,
+): Promise<Uint32Array> {
   return withLease(services, signal, target, (lease) => lease.runner.tokenize(content, signal, addSpecial, parseSpecial));
 }
 

@@ -45,7 +45,12 @@ export async function generatePrompt(body: GenerateRequest, model: ResolvedModel
     const info = rt.info ?? { hasChatTemplate: false };
     if (body.think !== undefined && body.think !== false && !info.thinking) throw new BadRequestError(`"${body.model}" does not support thinking`);
     const turns = [...(system ? [{ role: "system" as const, content: system }] : []), ...preamble, { role: "user" as const, content: body.prompt }];
-    if (info.hasChatTemplate) return { prompt: { kind: "chat", turns, context, think: body.think === undefined ? undefined : body.think !== false }, template: undefined, think: body.think };
+    if (info.hasChatTemplate)
+      return {
+        prompt: { kind: "chat", turns, context, think: body.think === undefined ? undefined : body.think !== false },
+        template: undefined,
+        think: body.think,
+      };
     return { prompt: { kind: "text", text: system ? `${system}\n\n${body.prompt}` : body.prompt, context }, template: undefined, think: body.think };
   }
   const harmony = usesHarmony(model);

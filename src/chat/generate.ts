@@ -33,7 +33,14 @@ export async function renderGenerate(services: Services, signal: AbortSignal, ta
  * piece was all thought), so that an adapter may write the two together; a harmony answer's tool
  * calls come at the end (`onToolCalls`), as Ollama sends them in its last object.
  */
-export async function runGenerate(services: Services, target: Target, body: GenerateRequest, grammar: GrammarSpec | undefined, logprobs: number | undefined, sink: CompletionSink & { signal: AbortSignal }): Promise<CompletionOutput> {
+export async function runGenerate(
+  services: Services,
+  target: Target,
+  body: GenerateRequest,
+  grammar: GrammarSpec | undefined,
+  logprobs: number | undefined,
+  sink: CompletionSink & { signal: AbortSignal },
+): Promise<CompletionOutput> {
   const { model, opts } = target;
   const template = checkGenerate(body, model);
   return withLease(services, sink.signal, target, async (lease) => {
@@ -49,7 +56,17 @@ export async function runGenerate(services: Services, target: Target, body: Gene
         : tags && prompt.kind === "chat" && prompt.think !== false
           ? new OutputSplitter(tags, { think: true, prompt: tags.opened ? tags.open : "" })
           : undefined);
-    const job = { prompt, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs, truncate: body.truncate ?? services.config.truncate, specialTokens: built.harmony };
+    const job = {
+      prompt,
+      sampling: opts.sampling,
+      maxTokens: opts.maxTokens,
+      fillContext: opts.fillContext,
+      stop: opts.stop,
+      grammar,
+      logprobs,
+      truncate: body.truncate ?? services.config.truncate,
+      specialTokens: built.harmony,
+    };
     const piece = (text: string, thinking: string, lps?: TokenLogprob[]) => {
       if (thinking) sink.onThinking?.(thinking);
       sink.onText(text, lps);
@@ -59,7 +76,10 @@ export async function runGenerate(services: Services, target: Target, body: Gene
       const p = splitter.add(chunk);
       piece(p.content, p.thinking, lps);
     };
-    const stats = opts.maxTokens === 0 ? emptyStats("length", body.context ?? []) : await lease.runner.complete({ kind: "generate", job }, { onText, signal: sink.signal, flow: sink.flow });
+    const stats =
+      opts.maxTokens === 0
+        ? emptyStats("length", body.context ?? [])
+        : await lease.runner.complete({ kind: "generate", job }, { onText, signal: sink.signal, flow: sink.flow });
     if (stats.doneReason === "cancelled") return { stats, loadNs: lease.loadNs };
     // What the parser held to the end: a harmony answer's tool call comes in the last object (as Ollama's).
     const rest = splitter?.end();

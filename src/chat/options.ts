@@ -46,7 +46,8 @@ export interface ResolvedOptions {
 export function resolveOptions(modelParams: Record<string, unknown>, request: ModelOptions | undefined, log: Logger): ResolvedOptions {
   const unknown = Object.keys(request ?? {}).filter((k) => !KNOWN.has(k));
   if (unknown.length > 0) log.debug({ keys: unknown }, "ignoring unknown options");
-  const o = { ...DEFAULT_OPTIONS, ...pickKnown(modelParams), ...pickKnown(request ?? {}) } as Required<Pick<ModelOptions, keyof typeof DEFAULT_OPTIONS>> & ModelOptions;
+  const o = { ...DEFAULT_OPTIONS, ...pickKnown(modelParams), ...pickKnown(request ?? {}) } as Required<Pick<ModelOptions, keyof typeof DEFAULT_OPTIONS>> &
+    ModelOptions;
   const numPredict = o.num_predict;
   const stop = o.stop === undefined ? [] : Array.isArray(o.stop) ? o.stop : [o.stop];
   return {

@@ -53,7 +53,16 @@ export function noRunner(contextSize: number): PromptRuntime {
 
 /** A chat's prompt: rendered text (Go template), or turns the runner renders (GGUF template). */
 export type ChatPrompt =
-  | { kind: "template"; template: Template; text: string; think: ThinkValue; tools: ToolSpec[] | undefined; droppedTokens: number; harmony: HarmonyOutput | undefined; call: TemplateCall }
+  | {
+      kind: "template";
+      template: Template;
+      text: string;
+      think: ThinkValue;
+      tools: ToolSpec[] | undefined;
+      droppedTokens: number;
+      harmony: HarmonyOutput | undefined;
+      call: TemplateCall;
+    }
   | { kind: "gguf"; turns: ChatTurn[]; tools: ToolSpec[] | undefined; think: boolean | undefined };
 
 /**
@@ -114,9 +123,17 @@ export async function renderTemplate(rt: PromptRuntime, t: Template, call: Templ
   // Harmony's parser starts inside the message the last turn leaves open, and names tools as identifiers.
   const harmony = call.harmony ? new HarmonyOutput(call.turns.at(-1)) : undefined;
   const shown = harmony && tools ? tools.map((x) => ({ ...x, name: harmony.names.add(x.name) })) : tools;
-  const input = { messages: toMessages(call.turns), tools: toApiTools(shown), think, numCtx: rt.contextSize, tokenize: (text: string) => rt.tokenize(text), truncate: call.truncate };
+  const input = {
+    messages: toMessages(call.turns),
+    tools: toApiTools(shown),
+    think,
+    numCtx: rt.contextSize,
+    tokenize: (text: string) => rt.tokenize(text),
+    truncate: call.truncate,
+  };
   const { prompt, dropped } = await fitHistory(t, input);
   // The tokens the dropped messages took: the whole history's prompt less the one kept (reported as truncated_tokens).
-  const droppedTokens = dropped > 0 ? Math.max(0, (await rt.tokenize((await fitHistory(t, { ...input, truncate: false })).prompt)).length - (await rt.tokenize(prompt)).length) : 0;
+  const whole = async () => (await rt.tokenize((await fitHistory(t, { ...input, truncate: false })).prompt)).length;
+  const droppedTokens = dropped > 0 ? Math.max(0, (await whole()) - (await rt.tokenize(prompt)).length) : 0;
   return { kind: "template", template: t, text: prompt, think, tools, droppedTokens, harmony, call };
 }

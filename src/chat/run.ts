@@ -46,7 +46,19 @@ export async function runChat(services: Services, target: Target, call: ChatCall
       const stats = await runTemplateChat(lease, rt, { prompt, opts, grammar: call.grammar, toolChoice: call.toolChoice, logprobs: call.logprobs }, sink);
       return { loadNs: lease.loadNs, stats };
     }
-    const job = { turns: prompt.turns, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar: call.grammar, tools: call.tools, toolChoice: call.toolChoice, think: prompt.think, logprobs: call.logprobs, truncate: call.truncate };
+    const job = {
+      turns: prompt.turns,
+      sampling: opts.sampling,
+      maxTokens: opts.maxTokens,
+      fillContext: opts.fillContext,
+      stop: opts.stop,
+      grammar: call.grammar,
+      tools: call.tools,
+      toolChoice: call.toolChoice,
+      think: prompt.think,
+      logprobs: call.logprobs,
+      truncate: call.truncate,
+    };
     return { loadNs: lease.loadNs, stats: await lease.runner.complete({ kind: "chat", job }, sink) };
   });
 }
@@ -79,17 +91,39 @@ export async function countChatTokens(services: Services, signal: AbortSignal, t
   return withLease(services, signal, target, async (lease) => {
     const prompt = await chatPrompt(target, call, runtimeOf(lease, signal));
     if (prompt.kind === "template") return (await lease.runner.tokenize(prompt.text, signal)).length;
-    const job = { turns: prompt.turns, sampling: opts.sampling, stop: [], tools: call.tools, toolChoice: call.toolChoice, think: prompt.think, countOnly: true };
+    const job = {
+      turns: prompt.turns,
+      sampling: opts.sampling,
+      stop: [],
+      tools: call.tools,
+      toolChoice: call.toolChoice,
+      think: prompt.think,
+      countOnly: true,
+    };
     return (await lease.runner.complete({ kind: "chat", job }, { onText: () => undefined, signal })).promptTokens;
   });
 }
 
 /** Raw text completion (for `/v1/completions`): the prompt is evaluated as given, no template. */
-export function runCompletion(services: Services, target: Target, prompt: string, logprobs: number | undefined, sink: CompletionSink & { signal: AbortSignal }): Promise<CompletionOutput> {
+export function runCompletion(
+  services: Services,
+  target: Target,
+  prompt: string,
+  logprobs: number | undefined,
+  sink: CompletionSink & { signal: AbortSignal },
+): Promise<CompletionOutput> {
   const { opts } = target;
   return withLease(services, sink.signal, target, async (lease) => {
     if (opts.maxTokens === 0) return { loadNs: lease.loadNs, stats: emptyStats("length") };
-    const job = { prompt: { kind: "text" as const, text: prompt }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, logprobs, truncate: services.config.truncate };
+    const job = {
+      prompt: { kind: "text" as const, text: prompt },
+      sampling: opts.sampling,
+      maxTokens: opts.maxTokens,
+      fillContext: opts.fillContext,
+      stop: opts.stop,
+      logprobs,
+      truncate: services.config.truncate,
+    };
     return { loadNs: lease.loadNs, stats: await lease.runner.complete({ kind: "generate", job }, sink) };
   });
 }

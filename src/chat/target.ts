@@ -37,7 +37,13 @@ export interface Target {
  * options and the request's, and works out the context length once: the load asks for it, the
  * automatic `num_predict` cap is four of it, and a prompt's history is cut to it.
  */
-export async function resolveTarget(services: Services, name: string, options: ModelOptions | undefined, keepAliveMs: number | undefined, log: Logger): Promise<Target> {
+export async function resolveTarget(
+  services: Services,
+  name: string,
+  options: ModelOptions | undefined,
+  keepAliveMs: number | undefined,
+  log: Logger,
+): Promise<Target> {
   log.setBindings({ model: name }); // the request's log line names its model (journal field LMD_MODEL)
   const model = await services.store.resolve(name);
   const policy = services.scheduler.policyFor(model.key);
@@ -95,15 +101,30 @@ export async function requireCompletion(services: Services, target: Target, endp
 
 /** Embeddings of a reranker are its relevance scores, not vectors: a 400 in Ollama's words for a missing capability. */
 export async function requireEmbedding(services: Services, target: Target): Promise<void> {
-  if ((await capabilitiesOf(services, target.model))?.includes("reranking")) throw new BadRequestError(`${fullName(target.model.name)} does not support embedding`);
+  if ((await capabilitiesOf(services, target.model))?.includes("reranking"))
+    throw new BadRequestError(`${fullName(target.model.name)} does not support embedding`);
 }
 
 /** Holds a slot of the target's model (loading it first if needed) while `run` works; aborting `signal` gives up the wait. */
 export async function withLease<T>(services: Services, signal: AbortSignal, target: Target, run: (lease: Lease) => Promise<T>): Promise<T> {
   const { opts } = target;
-  const draft = target.draftPath ? { ...(opts.draftPMin !== undefined ? { minConfidence: opts.draftPMin } : {}), ...(opts.draftNumPredict !== undefined ? { maxTokens: opts.draftNumPredict } : {}) } : {};
+  const draft = target.draftPath
+    ? {
+        ...(opts.draftPMin !== undefined ? { minConfidence: opts.draftPMin } : {}),
+        ...(opts.draftNumPredict !== undefined ? { maxTokens: opts.draftNumPredict } : {}),
+      }
+    : {};
   const speculation = { draftPath: target.draftPath, lookup: opts.promptLookup, ...draft };
-  const lease = await services.scheduler.acquire(target.model, { keepAliveMs: target.keepAliveMs, numCtx: target.loadCtx, numGpu: opts.numGpu, numThread: opts.numThread, numBatch: opts.numBatch, useMmap: opts.useMmap, speculation, signal });
+  const lease = await services.scheduler.acquire(target.model, {
+    keepAliveMs: target.keepAliveMs,
+    numCtx: target.loadCtx,
+    numGpu: opts.numGpu,
+    numThread: opts.numThread,
+    numBatch: opts.numBatch,
+    useMmap: opts.useMmap,
+    speculation,
+    signal,
+  });
   try {
     return await run(lease);
   } finally {
@@ -115,7 +136,8 @@ export async function withLease<T>(services: Services, signal: AbortSignal, targ
 export async function loadOrUnload(services: Services, signal: AbortSignal, target: Target): Promise<"load" | "unload"> {
   if (target.keepAliveMs === 0) {
     // A pinned model stays loaded whatever a client asks; saying so beats ignoring the request.
-    if (services.scheduler.policyFor(target.model.key)?.pinned) throw new HttpError(409, `model '${target.name}' is pinned by the policy file (SERVICE_MODELS_CONFIG)`);
+    if (services.scheduler.policyFor(target.model.key)?.pinned)
+      throw new HttpError(409, `model '${target.name}' is pinned by the policy file (SERVICE_MODELS_CONFIG)`);
     await services.scheduler.unload(target.model.key);
     return "unload";
   }

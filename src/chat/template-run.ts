@@ -46,7 +46,18 @@ export async function runTemplateChat(lease: Lease, rt: PromptRuntime, run: Temp
   const grammar = run.grammar ?? (harmony ? undefined : forcedCall(t, tools, run.toolChoice));
   // Harmony's tags are special tokens: the runner writes them out as text for its parser.
   const generate = (text: string, grammar: GrammarSpec | undefined, dropped: number, onText: OnText, runSignal: AbortSignal) => {
-    const job = { prompt: { kind: "text" as const, text }, sampling: opts.sampling, maxTokens: opts.maxTokens, fillContext: opts.fillContext, stop: opts.stop, grammar, logprobs: run.logprobs, truncate: call.truncate, droppedTokens: dropped, specialTokens: harmony !== undefined };
+    const job = {
+      prompt: { kind: "text" as const, text },
+      sampling: opts.sampling,
+      maxTokens: opts.maxTokens,
+      fillContext: opts.fillContext,
+      stop: opts.stop,
+      grammar,
+      logprobs: run.logprobs,
+      truncate: call.truncate,
+      droppedTokens: dropped,
+      specialTokens: harmony !== undefined,
+    };
     return lease.runner.complete({ kind: "generate", job }, { onText, signal: runSignal, flow: sink.flow });
   };
   const finish = (stats: GenerateStats): GenerateStats => {

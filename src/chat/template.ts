@@ -45,7 +45,9 @@ export function toMessages(turns: readonly ChatTurn[]): OllamaMessage[] {
   return turns.map((t) => ({
     role: t.role,
     content: t.content,
-    ...(t.toolCalls?.length ? { tool_calls: t.toolCalls.map((c, index) => ({ ...(c.id ? { id: c.id } : {}), function: { index, name: c.name, arguments: c.arguments } })) } : {}),
+    ...(t.toolCalls?.length
+      ? { tool_calls: t.toolCalls.map((c, index) => ({ ...(c.id ? { id: c.id } : {}), function: { index, name: c.name, arguments: c.arguments } })) }
+      : {}),
     ...(t.toolName ? { tool_name: t.toolName } : {}),
     ...(t.toolCallId ? { tool_call_id: t.toolCallId } : {}),
     ...(t.thinking ? { thinking: t.thinking } : {}),
@@ -55,7 +57,10 @@ export function toMessages(turns: readonly ChatTurn[]): OllamaMessage[] {
 /** Tools as Ollama's API carries them (`{type: "function", function: {...}}`), for `.Tools`. */
 export function toApiTools(tools: readonly ToolSpec[] | undefined): unknown[] | undefined {
   if (!tools?.length) return undefined;
-  return tools.map((t) => ({ type: "function", function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) } }));
+  return tools.map((t) => ({
+    type: "function",
+    function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) },
+  }));
 }
 
 /** What one piece of model output turned into. */

@@ -3,7 +3,7 @@
  * and one way to fail (`Error: <message>` on stderr, exit 1; usage mistakes exit 2).
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { Client, ClientError, clientFromEnv } from "../api/client.js";
+import { type Client, ClientError, clientFromEnv } from "../api/client.js";
 import { withAliases } from "../config.js";
 
 /** Exit statuses of the client commands (docs/cli.md). */
@@ -116,7 +116,15 @@ export function humanTime(iso: string | undefined, now = Date.now()): string {
   if (Number.isNaN(t)) return "";
   const diff = t - now;
   const abs = Math.abs(diff);
-  const units: [number, string][] = [[365 * 86_400_000, "year"], [30 * 86_400_000, "month"], [7 * 86_400_000, "week"], [86_400_000, "day"], [3_600_000, "hour"], [60_000, "minute"], [1000, "second"]];
+  const units: [number, string][] = [
+    [365 * 86_400_000, "year"],
+    [30 * 86_400_000, "month"],
+    [7 * 86_400_000, "week"],
+    [86_400_000, "day"],
+    [3_600_000, "hour"],
+    [60_000, "minute"],
+    [1000, "second"],
+  ];
   let phrase = "Less than a second";
   for (const [ms, name] of units) {
     if (abs >= ms) {

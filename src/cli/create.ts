@@ -1,7 +1,8 @@
 /**
  * `lmd create MODEL -f Modelfile`: parses the Modelfile, uploads the local files it names (FROM a
  * GGUF file, ADAPTER files) through /api/blobs, then calls /api/create with their digests. The
- * daemon never reads a path named by a request (CONTRACT §4), so files always travel as blobs.
+ * daemon never reads a path named by a request (a client may be on another host), so files always
+ * travel as blobs.
  */
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";

@@ -76,7 +76,13 @@ function checkConfig(env: NodeJS.ProcessEnv): { check: Check; config?: Readonly<
   const proxies = ["HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy"].filter((v) => env[v]);
   const shown = [...set, ...proxies].map((v) => `${v}=${mask(v, (resolved[v] ?? env[v] ?? "").trim())}`);
   const aliases = used.length > 0 ? `; read from Ollama's ${used.join(", ")}` : "";
-  return { check: { name: "configuration", line: `valid (${shown.length > 0 ? shown.join(" ") : "all defaults"}${aliases}); listens on ${clientUrl(config.listen)}, store ${config.models}` }, config };
+  return {
+    check: {
+      name: "configuration",
+      line: `valid (${shown.length > 0 ? shown.join(" ") : "all defaults"}${aliases}); listens on ${clientUrl(config.listen)}, store ${config.models}`,
+    },
+    config,
+  };
 }
 
 async function checkStore(config: Readonly<Config>): Promise<Check> {
@@ -108,8 +114,8 @@ async function checkStore(config: Readonly<Config>): Promise<Check> {
   }
   const [size, fs] = await Promise.all([duBytes(dir), statfs(dir).catch(() => undefined)]);
   const models = await countModels(dir);
-  const free = fs ? fs.bavail * fs.bsize : undefined;
-  return { name, line: `${dir} writable, ${models} model${models === 1 ? "" : "s"}, ${formatBytes(size)} used, ${free === undefined ? "free space unknown" : `${formatBytes(free)} free`}` };
+  const free = fs ? `${formatBytes(fs.bavail * fs.bsize)} free` : "free space unknown";
+  return { name, line: `${dir} writable, ${models} model${models === 1 ? "" : "s"}, ${formatBytes(size)} used, ${free}` };
 }
 
 async function duBytes(dir: string): Promise<number> {
@@ -180,7 +186,7 @@ async function askVersion(base: string): Promise<string | undefined> {
 function whoListens(port: number): string | undefined {
   const inodes = new Set<string>();
   for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
-    let text = "";
+    let text: string;
     try {
       text = readFileSync(table, "utf8");
     } catch {
@@ -202,7 +208,7 @@ function whoListens(port: number): string | undefined {
       continue;
     }
     for (const fd of fds) {
-      let target = "";
+      let target: string;
       try {
         target = readlinkSync(`/proc/${pid}/fd/${fd}`);
       } catch {
@@ -213,7 +219,9 @@ function whoListens(port: number): string | undefined {
         let comm = "";
         try {
           comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim();
-        } catch {}
+        } catch {
+          // The process may have exited meanwhile: the pid alone still answers.
+        }
         return `pid ${pid}${comm ? ` ${comm}` : ""}`;
       }
     }
@@ -252,12 +260,18 @@ async function checkUnit(): Promise<Check> {
   const name = "unit";
   if (!existsSync("/run/systemd/system")) return { name, line: "not under systemd" };
   const out = await new Promise<string | undefined>((resolve) => {
-    execFile("systemctl", ["show", "-p", "LoadState,ActiveState,SubState,StatusText,MainPID,NRestarts,Result", "lmd.service"], { timeout: 5000 }, (err, stdout) => resolve(err ? undefined : stdout));
+    execFile(
+      "systemctl",
+      ["show", "-p", "LoadState,ActiveState,SubState,StatusText,MainPID,NRestarts,Result", "lmd.service"],
+      { timeout: 5000 },
+      (err, stdout) => resolve(err ? undefined : stdout),
+    );
   });
   if (out === undefined) return { name, line: "systemctl did not answer" };
   const p = Object.fromEntries(out.trim().split("\n").map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
   if (p.LoadState === "not-found") return { name, line: "lmd.service is not installed" };
-  const line = `lmd.service ${p.ActiveState} (${p.SubState})${p.MainPID && p.MainPID !== "0" ? `, pid ${p.MainPID}` : ""}${p.StatusText ? `: ${p.StatusText}` : ""}; restarts ${p.NRestarts ?? 0}`;
+  const pid = p.MainPID && p.MainPID !== "0" ? `, pid ${p.MainPID}` : "";
+  const line = `lmd.service ${p.ActiveState} (${p.SubState})${pid}${p.StatusText ? `: ${p.StatusText}` : ""}; restarts ${p.NRestarts ?? 0}`;
   if (p.ActiveState === "failed") return { name, line, problem: `lmd.service failed (${p.Result}); see journalctl -u lmd -p err` };
   return { name, line };
 }

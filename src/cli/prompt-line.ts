@@ -25,7 +25,12 @@ export class Placeholder {
   private shown = false;
   private active = false;
 
-  constructor(private readonly rl: readline.Interface, private readonly input: NodeJS.ReadStream, private readonly output: NodeJS.WriteStream, private readonly text: string) {
+  constructor(
+    private readonly rl: readline.Interface,
+    private readonly input: NodeJS.ReadStream,
+    private readonly output: NodeJS.WriteStream,
+    private readonly text: string,
+  ) {
     input.prependListener("keypress", this.beforeKey);
     input.on("keypress", this.afterKey);
     // A line entered (or the input ended): the prompt is no longer waiting, nothing to show.

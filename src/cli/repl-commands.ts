@@ -35,7 +35,15 @@ export async function command(session: Session, state: ReplState, text: string):
       return true;
     case "/?":
     case "/help":
-      print(sub === "set" || sub === "/set" ? SET_HELP : sub === "show" || sub === "/show" ? SHOW_HELP : sub === "shortcuts" || sub === "shortcut" ? SHORTCUTS_HELP : HELP);
+      print(
+        sub === "set" || sub === "/set"
+          ? SET_HELP
+          : sub === "show" || sub === "/show"
+            ? SHOW_HELP
+            : sub === "shortcuts" || sub === "shortcut"
+              ? SHORTCUTS_HELP
+              : HELP,
+      );
       return false;
     case "/clear":
       session.clear();

@@ -27,7 +27,13 @@ const RESET = "\x1b[0m";
 export async function repl(session: Session, state: ReplState): Promise<void> {
   await session.load();
   const history = new InputHistory(historyFile());
-  const rl = readline.createInterface({ input: process.stdin, output: process.stdout, terminal: true, history: history.newestFirst(), historySize: HISTORY_LIMIT });
+  const rl = readline.createInterface({
+    input: process.stdin,
+    output: process.stdout,
+    terminal: true,
+    history: history.newestFirst(),
+    historySize: HISTORY_LIMIT,
+  });
   // Like Ollama, the history file is rewritten after every line while saving is on.
   rl.on("history", (lines: string[]) => {
     if (state.history) history.add(lines[0]);

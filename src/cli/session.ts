@@ -125,7 +125,13 @@ export class Session {
   private async chat(prompt: string, out: TurnOutput, signal?: AbortSignal): Promise<TurnResult> {
     const history = this.system !== undefined ? [{ role: "system" as const, content: this.system }, ...this.messages] : this.messages;
     const user: ChatMessage = { role: "user", content: prompt };
-    const body = { model: this.model, messages: [...history, user], stream: true, ...this.common(), ...(this.think !== undefined ? { think: this.think } : {}) };
+    const body = {
+      model: this.model,
+      messages: [...history, user],
+      stream: true,
+      ...this.common(),
+      ...(this.think !== undefined ? { think: this.think } : {}),
+    };
     let text = "";
     let thinking = "";
     let stats: Partial<FinalStats> | undefined;

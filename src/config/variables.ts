@@ -22,23 +22,59 @@ export const VARIABLES = {
   SERVICE_SHUTDOWN_TIMEOUT: { default: "30s", meaning: "grace period for in-flight requests on SIGTERM" },
   SERVICE_LOAD_TIMEOUT: { default: "5m", meaning: "a model load making no progress this long is abandoned (500)" },
   SERVICE_WRITE_TIMEOUT: { default: "30s", meaning: "a streaming response whose client reads nothing this long is ended, freeing its slot" },
-  SERVICE_RENDER_TIMEOUT: { default: "10s", meaning: "a model's own (Jinja) chat template that has not rendered a request's prompt this long: its runner is restarted and the request answered 400" },
+  SERVICE_RENDER_TIMEOUT: {
+    default: "10s",
+    meaning: "a model's own (Jinja) chat template that has not rendered a request's prompt this long: its runner is restarted and the request answered 400",
+  },
   SERVICE_THREADS: { default: "", meaning: "CPU threads for inference; unset = the physical cores free when a model loads, then as the load changes" },
   SERVICE_GPU: { default: "auto", meaning: "auto, cuda, vulkan or false" },
-  SERVICE_GPU_OVERHEAD: { default: "0", meaning: "VRAM kept free on each GPU, a size or bytes (room for other programs); models offload fewer layers or are refused instead" },
-  SERVICE_MAX_PREDICT: { default: "0", meaning: "server-side cap on generated tokens per request; 0 = 4 x the request's context length; num_predict below it still wins" },
-  SERVICE_MODELS_CONFIG: { default: "", meaning: "per-model policy file (YAML or JSON): num_parallel, num_ctx, keep_alive, pinned, preload, options; re-read on SIGHUP" },
-  SERVICE_STREAM_INTERVAL: { default: "10ms", meaning: "how long a stream's tokens after its first are gathered before they are written: fewer writes and wake-ups per token; 0 = each token at once; at most 1s" },
-  SERVICE_KV_CACHE_TYPE: { default: "f16", meaning: "element type of the KV cache: f16, q8_0 (about half the memory) or q4_0 (about a quarter); a quantized cache needs flash attention" },
-  SERVICE_FLASH_ATTENTION: { default: "auto", meaning: "flash attention: auto (on where the model and backend support it, off on the CPU for heads narrower than 64), or a boolean; q8_0 and q4_0 caches turn auto on" },
-  SERVICE_CACHE_DIR: { default: "", meaning: "directory of saved prompt prefixes (evaluated states restored after a restart, unload or eviction); default: cache beside the model store" },
+  SERVICE_GPU_OVERHEAD: {
+    default: "0",
+    meaning: "VRAM kept free on each GPU, a size or bytes (room for other programs); models offload fewer layers or are refused instead",
+  },
+  SERVICE_MAX_PREDICT: {
+    default: "0",
+    meaning: "server-side cap on generated tokens per request; 0 = 4 x the request's context length; num_predict below it still wins",
+  },
+  SERVICE_MODELS_CONFIG: {
+    default: "",
+    meaning: "per-model policy file (YAML or JSON): num_parallel, num_ctx, keep_alive, pinned, preload, options; re-read on SIGHUP",
+  },
+  SERVICE_STREAM_INTERVAL: {
+    default: "10ms",
+    meaning: "how long a stream's tokens after its first are gathered before they are written: fewer writes and wake-ups per token; 0 = each token at once; at most 1s",
+  },
+  SERVICE_KV_CACHE_TYPE: {
+    default: "f16",
+    meaning: "element type of the KV cache: f16, q8_0 (about half the memory) or q4_0 (about a quarter); a quantized cache needs flash attention",
+  },
+  SERVICE_FLASH_ATTENTION: {
+    default: "auto",
+    meaning: "flash attention: auto (on where the model and backend support it, off on the CPU for heads narrower than 64), or a boolean; q8_0 and q4_0 caches turn auto on",
+  },
+  SERVICE_CACHE_DIR: {
+    default: "",
+    meaning: "directory of saved prompt prefixes (evaluated states restored after a restart, unload or eviction); default: cache beside the model store",
+  },
   SERVICE_CACHE_MAX: { default: "8GiB", meaning: "cap on the saved prompt prefixes, least recently used removed first; 0 = none saved" },
   SERVICE_CACHE_MIN_TOKENS: { default: "1024", meaning: "a slot holding fewer tokens is not saved when its model unloads" },
-  SERVICE_TRUNCATE: { default: "true", meaning: "default of truncate on /api/generate, /api/chat and /v1: true drops the oldest turns of a prompt longer than the context, false answers 400 (1/0/true/false/yes/no/on/off)" },
-  SERVICE_REGISTRY_AUTH: { default: "~/.docker/config.json", meaning: "registry credentials in Docker's config.json format (the auths entries docker login writes); read at each pull and push; mode 0600" },
+  SERVICE_TRUNCATE: {
+    default: "true",
+    meaning: "default of truncate on /api/generate, /api/chat and /v1: true drops the oldest turns of a prompt longer than the context, false answers 400 (1/0/true/false/yes/no/on/off)",
+  },
+  SERVICE_REGISTRY_AUTH: {
+    default: "~/.docker/config.json",
+    meaning: "registry credentials in Docker's config.json format (the auths entries docker login writes); read at each pull and push; mode 0600",
+  },
   SERVICE_REGISTRY_CA: { default: "", meaning: "PEM file of CA certificates trusted for registries and mirrors, besides the system's" },
-  SERVICE_REGISTRY_MIRRORS: { default: "", meaning: "pull-through mirrors, comma separated <registry host>=<mirror URL> (registry.ollama.ai=https://mirror.lan:5000): pulls try the mirror first, then the registry" },
-  SERVICE_MAX_UNREFERENCED_BLOBS: { default: "64GiB", meaning: "bytes of uploaded blobs no model references yet (/api/blobs before /api/create) the store holds at most; an upload past it 507; such blobs are removed an hour after their upload" },
+  SERVICE_REGISTRY_MIRRORS: {
+    default: "",
+    meaning: "pull-through mirrors, comma separated <registry host>=<mirror URL> (registry.ollama.ai=https://mirror.lan:5000): pulls try the mirror first, then the registry",
+  },
+  SERVICE_MAX_UNREFERENCED_BLOBS: {
+    default: "64GiB",
+    meaning: "bytes of uploaded blobs no model references yet (/api/blobs before /api/create) the store holds at most; an upload past it 507; such blobs are removed an hour after their upload",
+  },
 } as const;
 
 export type VariableName = keyof typeof VARIABLES;
@@ -62,7 +98,11 @@ export const ALIASES: Readonly<Record<string, { variable: string; value?: (v: st
   OLLAMA_FLASH_ATTENTION: { variable: "SERVICE_FLASH_ATTENTION" },
   OLLAMA_GPU_OVERHEAD: { variable: "SERVICE_GPU_OVERHEAD" },
   // Ollama reads OLLAMA_DEBUG=1 (or 2 for trace) as "more logging".
-  OLLAMA_DEBUG: { variable: "SERVICE_LOG_LEVEL", note: "1 = debug, 2 = trace", value: (v) => (v.trim() === "2" ? "trace" : parseBoolean(v) === true ? "debug" : undefined) },
+  OLLAMA_DEBUG: {
+    variable: "SERVICE_LOG_LEVEL",
+    note: "1 = debug, 2 = trace",
+    value: (v) => (v.trim() === "2" ? "trace" : parseBoolean(v) === true ? "debug" : undefined),
+  },
 };
 
 /**

@@ -21,11 +21,23 @@ export const GATEWAY_VARIABLES = {
   GATEWAY_JWT_ISSUER: { default: "", meaning: "required `iss` claim of bearer JWTs; unset = not checked" },
   GATEWAY_JWT_AUDIENCE: { default: "", meaning: "required `aud` claim of bearer JWTs; unset = not checked" },
   GATEWAY_RATE_LIMIT: { default: "60", meaning: "requests per minute per key (token bucket, bursts up to the same number); 0 = no limit" },
-  GATEWAY_MAX_CONNECTIONS: { default: "1024", meaning: "open connections at most, all clients together; one more replaces the oldest idle one, or is refused (503) while all are busy; logged" },
-  GATEWAY_MAX_CONNECTIONS_PER_ADDRESS: { default: "64", meaning: "open connections at most from one client network (see the prefixes); one more replaces its oldest idle one, or is refused (503); logged" },
-  GATEWAY_AUTH_FAILURE_LIMIT: { default: "20", meaning: "failed authentications per client network per minute before it gets 429 for the rest of that minute; 0 = no limit" },
+  GATEWAY_MAX_CONNECTIONS: {
+    default: "1024",
+    meaning: "open connections at most, all clients together; one more replaces the oldest idle one, or is refused (503) while all are busy; logged",
+  },
+  GATEWAY_MAX_CONNECTIONS_PER_ADDRESS: {
+    default: "64",
+    meaning: "open connections at most from one client network (see the prefixes); one more replaces its oldest idle one, or is refused (503); logged",
+  },
+  GATEWAY_AUTH_FAILURE_LIMIT: {
+    default: "20",
+    meaning: "failed authentications per client network per minute before it gets 429 for the rest of that minute; 0 = no limit",
+  },
   GATEWAY_IPV4_PREFIX: { default: "32", meaning: "an IPv4 client's network for the per-client limits: its address's first bits (32 = the address alone)" },
-  GATEWAY_IPV6_PREFIX: { default: "64", meaning: "an IPv6 client's network for the per-client limits: its address's first bits (64: one host commonly holds a whole /64)" },
+  GATEWAY_IPV6_PREFIX: {
+    default: "64",
+    meaning: "an IPv6 client's network for the per-client limits: its address's first bits (64: one host commonly holds a whole /64)",
+  },
   GATEWAY_TLS_CERT: { default: "", meaning: "PEM certificate chain for HTTPS; re-read on SIGHUP" },
   GATEWAY_TLS_KEY: { default: "", meaning: "PEM private key for HTTPS; re-read on SIGHUP" },
   GATEWAY_ALLOW_PLAINTEXT: { default: "false", meaning: "serve plain HTTP without TLS; refused unless GATEWAY_HOST is loopback" },
@@ -49,7 +61,7 @@ export interface GatewayConfig {
   jwtAudience: string | undefined;
   /** Requests per minute per key; 0 = unlimited. */
   rateLimit: number;
-  /** Connection caps (issue 13 item 6). */
+  /** Connection caps: in all and per client address. */
   maxConnections: number;
   maxConnectionsPerAddress: number;
   /** Failed authentications per address per minute; 0 = unlimited. */
@@ -172,10 +184,16 @@ function tlsFiles(raw: RawEnv, listen: ListenAddress): GatewayConfig["tls"] {
   if (cert) throw new ConfigError("GATEWAY_TLS_KEY", "GATEWAY_TLS_CERT is set but the private key file is not");
   if (key) throw new ConfigError("GATEWAY_TLS_CERT", "GATEWAY_TLS_KEY is set but the certificate file is not");
   if (!raw.GATEWAY_ALLOW_PLAINTEXT) {
-    throw new ConfigError("GATEWAY_TLS_CERT", "a TLS certificate and key (GATEWAY_TLS_CERT, GATEWAY_TLS_KEY) are required; plain HTTP needs GATEWAY_ALLOW_PLAINTEXT=true and a loopback GATEWAY_HOST");
+    throw new ConfigError(
+      "GATEWAY_TLS_CERT",
+      "a TLS certificate and key (GATEWAY_TLS_CERT, GATEWAY_TLS_KEY) are required; plain HTTP needs GATEWAY_ALLOW_PLAINTEXT=true and a loopback GATEWAY_HOST",
+    );
   }
   if (!isLoopbackHost(listen.host)) {
-    throw new ConfigError("GATEWAY_ALLOW_PLAINTEXT", `plain HTTP is refused on '${listen.host || "all interfaces"}': only a loopback GATEWAY_HOST may serve without TLS (set GATEWAY_TLS_CERT and GATEWAY_TLS_KEY)`);
+    throw new ConfigError(
+      "GATEWAY_ALLOW_PLAINTEXT",
+      `plain HTTP is refused on '${listen.host || "all interfaces"}': only a loopback GATEWAY_HOST may serve without TLS (set GATEWAY_TLS_CERT and GATEWAY_TLS_KEY)`,
+    );
   }
   return undefined;
 }

@@ -1,6 +1,6 @@
 /**
- * The gateway's own refusals. The daemon never answers 401 or 429 (CONTRACT §3, §5); only the
- * gateway does, so these classes live here rather than in src/errors.ts.
+ * The gateway's own refusals. The daemon has no authentication and never answers 401 or 429; only
+ * the gateway does, so these classes live here rather than in src/errors.ts.
  */
 import { HttpError } from "../errors.js";
 

@@ -1,5 +1,5 @@
 /**
- * Abuse limits the gateway applies per client address (issue 13 items 6 and 14): a cap on open
+ * Abuse limits the gateway applies per client address: a cap on open
  * connections (total and per address), a limit on failed authentications per address, and the
  * gateway's own answers to requests Node's parser refuses. The address is the socket's peer: behind
  * another proxy every client shares it, so raise the limits there (docs/deployment.md says so).
@@ -15,7 +15,12 @@ import type { Logger } from "../logger.js";
  * refused only while all are busy: plain HTTP gets a readable 503, a TLS socket (no handshake yet)
  * is only closed.
  */
-export function capGatewayConnections(server: Server, limits: { total: number; perAddress: number; prefix: { v4: number; v6: number }; firstRequestMs: number }, log: Logger, tls: boolean): void {
+export function capGatewayConnections(
+  server: Server,
+  limits: { total: number; perAddress: number; prefix: { v4: number; v6: number }; firstRequestMs: number },
+  log: Logger,
+  tls: boolean,
+): void {
   capConnections(server, {
     total: limits.total,
     firstRequestMs: limits.firstRequestMs,
@@ -30,12 +35,20 @@ export function refuseRaw(socket: Socket, status: number, message: string, heade
   if (socket.destroyed || !socket.writable) return void socket.destroy();
   const body = JSON.stringify({ error: message });
   const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("");
-  socket.end(`HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? "Error"}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? "Error"}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\n\r\n${body}`,
+  );
   // A client that never reads must not keep the socket: it is destroyed shortly after.
   setTimeout(() => socket.destroy(), 2_000).unref();
 }
 
-const STATUS_TEXT: Record<number, string> = { 400: "Bad Request", 408: "Request Timeout", 413: "Payload Too Large", 431: "Request Header Fields Too Large", 503: "Service Unavailable" };
+const STATUS_TEXT: Record<number, string> = {
+  400: "Bad Request",
+  408: "Request Timeout",
+  413: "Payload Too Large",
+  431: "Request Header Fields Too Large",
+  503: "Service Unavailable",
+};
 
 /**
  * Node's `clientError` (a request its parser refuses, or a header/request timeout) answered as

@@ -26,7 +26,10 @@ const USAGE = `Usage:
 
 /** `lmd gateway --help`: the usage and every variable with its default and meaning. */
 function help(): string {
-  const rows = Object.entries(GATEWAY_VARIABLES).map(([name, v]): [string, string] => [name, `${v.meaning}${v.default === "" ? "" : ` (default ${v.default})`}`]);
+  const rows = Object.entries(GATEWAY_VARIABLES).map(([name, v]): [string, string] => [
+    name,
+    `${v.meaning}${v.default === "" ? "" : ` (default ${v.default})`}`,
+  ]);
   return `${USAGE}\nThe gateway takes no flags: it is configured by environment variables (docs/deployment.md).\n\nEnvironment variables:\n${columns(rows)}\n`;
 }
 
@@ -78,7 +81,10 @@ async function serveGateway(): Promise<void> {
   notifier.startWatchdog();
   handleSignals(gateway, log, config.shutdownTimeoutMs, notifier);
   const address = await gateway.listen();
-  log.info({ address: address.address, port: address.port, upstream: config.upstream, tls: config.tls !== undefined, rateLimit: config.rateLimit, version: VERSION }, "lmd gateway listening");
+  log.info(
+    { address: address.address, port: address.port, upstream: config.upstream, tls: config.tls !== undefined, rateLimit: config.rateLimit, version: VERSION },
+    "lmd gateway listening",
+  );
   notifier.sendReady(`listening on port ${address.port}`);
 }
 

@@ -41,7 +41,14 @@ export interface ForwardInfo {
  * when the daemon cannot be reached before the response starts; after that, a broken stream just
  * ends the client's connection (its status is already sent).
  */
-export async function forward(agent: Dispatcher, upstream: string, req: IncomingMessage, res: ServerResponse, info: ForwardInfo, signal: AbortSignal): Promise<void> {
+export async function forward(
+  agent: Dispatcher,
+  upstream: string,
+  req: IncomingMessage,
+  res: ServerResponse,
+  info: ForwardInfo,
+  signal: AbortSignal,
+): Promise<void> {
   let answer: Dispatcher.ResponseData;
   try {
     answer = await agent.request({

@@ -62,7 +62,17 @@ export async function createGateway(config: Readonly<GatewayConfig>, deps: { log
   server.headersTimeout = SERVER_TIMEOUTS.headersTimeoutMs;
   server.requestTimeout = SERVER_TIMEOUTS.requestTimeoutMs;
   server.keepAliveTimeout = SERVER_TIMEOUTS.keepAliveTimeoutMs;
-  capGatewayConnections(server, { total: config.maxConnections, perAddress: config.maxConnectionsPerAddress, prefix: config.addressPrefix, firstRequestMs: SERVER_TIMEOUTS.headersTimeoutMs }, log, tlsOptions !== undefined);
+  capGatewayConnections(
+    server,
+    {
+      total: config.maxConnections,
+      perAddress: config.maxConnectionsPerAddress,
+      prefix: config.addressPrefix,
+      firstRequestMs: SERVER_TIMEOUTS.headersTimeoutMs,
+    },
+    log,
+    tlsOptions !== undefined,
+  );
   answerClientErrors(server, log);
   server.on("tlsClientError", (err: Error) => log.debug({ err: err.message }, "TLS handshake failed"));
   const sweeper = setInterval(() => {
@@ -89,7 +99,8 @@ export async function createGateway(config: Readonly<GatewayConfig>, deps: { log
         try {
           access.keyId = await authenticate(req);
         } catch (err) {
-          if (err instanceof UnauthorizedError && authFailures.fail(address)) log.warn({ remote: address, limit: config.authFailureLimit }, "too many failed authentications; address blocked");
+          if (err instanceof UnauthorizedError && authFailures.fail(address))
+            log.warn({ remote: address, limit: config.authFailureLimit }, "too many failed authentications; address blocked");
           throw err;
         }
         const decision = limiter.take(access.keyId);
@@ -126,7 +137,9 @@ export async function createGateway(config: Readonly<GatewayConfig>, deps: { log
         throw new UnauthorizedError(err instanceof TokenError ? err.message : "invalid bearer token");
       }
     }
-    throw new UnauthorizedError(jwt.enabled ? "missing credentials: send an X-API-Key header or an Authorization: Bearer token" : "missing API key: send it in the X-API-Key header");
+    throw new UnauthorizedError(
+      jwt.enabled ? "missing credentials: send an X-API-Key header or an Authorization: Bearer token" : "missing API key: send it in the X-API-Key header",
+    );
   }
 
   async function reload(): Promise<void> {

@@ -16,7 +16,10 @@ export async function readTlsFiles(files: { certFile: string; keyFile: string })
     // Throws "key values mismatch" and the like now, instead of failing every handshake later.
     createSecureContext(options);
   } catch (err) {
-    throw new ConfigError("GATEWAY_TLS_KEY", `${files.keyFile} and ${files.certFile} do not form a usable TLS identity: ${err instanceof Error ? err.message : String(err)}`);
+    throw new ConfigError(
+      "GATEWAY_TLS_KEY",
+      `${files.keyFile} and ${files.certFile} do not form a usable TLS identity: ${err instanceof Error ? err.message : String(err)}`,
+    );
   }
   return options;
 }

@@ -49,7 +49,11 @@ class Encoder {
       case "f32": this.u32(6); this.f32(m.v); break;
       case "bool": this.u32(7); this.num(1, (b) => b.writeUInt8(m.v ? 1 : 0)); break;
       case "strs": array(8, m.v, (x) => this.str(x)); break;
-      case "f32s": { const b = Buffer.alloc(4 * m.v.length); m.v.forEach((x, i) => b.writeFloatLE(x, 4 * i)); this.u32(9); this.u32(6); this.u64(m.v.length); this.parts.push(b); break; }
+      case "f32s": {
+        const b = Buffer.alloc(4 * m.v.length);
+        m.v.forEach((x, i) => b.writeFloatLE(x, 4 * i));
+        this.u32(9); this.u32(6); this.u64(m.v.length); this.parts.push(b); break;
+      }
       case "i32s": array(5, m.v, (x) => this.i32(x)); break;
     }
   }

@@ -115,7 +115,12 @@ export async function readGgufMetadata(file: string, limits: Partial<GgufLimits>
     const tensorCount = await r.count(MIN_TENSOR_INFO, "tensor count");
     const kvCount = await r.count(8 + 4 + 1, "metadata key count");
     if (kvCount > lim.maxKeys) throw new GgufError(`too many metadata keys (${kvCount})`);
-    const out: GgufMetadata = { version, tensorCount, metadata: Object.create(null) as Record<string, GgufValue>, arrayLengths: Object.create(null) as Record<string, number> };
+    const out: GgufMetadata = {
+      version,
+      tensorCount,
+      metadata: Object.create(null) as Record<string, GgufValue>,
+      arrayLengths: Object.create(null) as Record<string, number>,
+    };
     let alignment = GGUF_DEFAULT_ALIGNMENT;
     for (let i = 0; i < kvCount; i++) {
       const key = await r.string(lim);
@@ -140,7 +145,8 @@ export async function readGgufMetadata(file: string, limits: Partial<GgufLimits>
 
 /** `general.alignment` must be a u32 power of two (gguf.cpp's rule). */
 function checkAlignment(type: number, value: GgufValue): number {
-  if (type !== T.U32 || typeof value !== "number" || value === 0 || (value & (value - 1)) !== 0) throw new GgufError("general.alignment must be a power of two (u32)");
+  if (type !== T.U32 || typeof value !== "number" || value === 0 || (value & (value - 1)) !== 0)
+    throw new GgufError("general.alignment must be a power of two (u32)");
   return value;
 }
 
@@ -195,7 +201,12 @@ interface TensorInfo {
 }
 
 /** Reads and checks every tensor info, then where the data lies; returns the parameter count. */
-async function readTensors(r: Reader, count: number, alignment: number, lim: GgufLimits): Promise<{ parameters: number; dataOffset: number; shapes: GgufTensorShape[] }> {
+async function readTensors(
+  r: Reader,
+  count: number,
+  alignment: number,
+  lim: GgufLimits,
+): Promise<{ parameters: number; dataOffset: number; shapes: GgufTensorShape[] }> {
   const names = new Set<string>();
   const tensors: TensorInfo[] = [];
   let parameters = 0n;
@@ -239,7 +250,8 @@ async function readTensorInfo(r: Reader, lim: GgufLimits): Promise<TensorInfo & 
   const type = GGML_TYPES.get(typeId);
   if (!type) throw new GgufError(`tensor '${safe(name)}' has unknown type ${typeId}`);
   const blockSize = BigInt(type.blockSize);
-  if ((ne[0] ?? 1n) % blockSize !== 0n) throw new GgufError(`tensor '${safe(name)}' of type ${type.name}: first dimension ${ne[0] ?? 1n} is not a multiple of its block size ${type.blockSize}`);
+  if ((ne[0] ?? 1n) % blockSize !== 0n)
+    throw new GgufError(`tensor '${safe(name)}' of type ${type.name}: first dimension ${ne[0] ?? 1n} is not a multiple of its block size ${type.blockSize}`);
   const bytes = (elements / blockSize) * BigInt(type.typeSize);
   if (bytes > INT64_MAX) throw new GgufError(`tensor '${safe(name)}' is too large`);
   const offset = await r.big(false);

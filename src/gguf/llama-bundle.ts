@@ -66,7 +66,8 @@ async function git(args: string[]): Promise<void> {
   try {
     await run("git", args, { maxBuffer: 1 << 24 });
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new Error("reading llama.cpp's bundled source needs git (apt-get install git), or give --llama-src DIR");
+    if ((err as NodeJS.ErrnoException).code === "ENOENT")
+      throw new Error("reading llama.cpp's bundled source needs git (apt-get install git), or give --llama-src DIR", { cause: err });
     throw err;
   }
 }

@@ -36,7 +36,8 @@ export function loraMismatch(adapter: GgufMetadata, base: GgufMetadata): string 
     const [b0, b1] = b.dims;
     // token_embd is looked up by row, so its pair is stored the other way round (llm_build_inp_embd).
     const fits = name.endsWith("token_embd.weight") ? w[0] === b1 && w[1] === a1 : w[0] === a0 && w[1] === b1 && a1 === b0;
-    if (!fits) return `tensor '${name}' has shape [${w.join(", ")}] in the model, which lora_a [${a.dims.join(", ")}] and lora_b [${b.dims.join(", ")}] do not fit`;
+    if (!fits)
+      return `tensor '${name}' has shape [${w.join(", ")}] in the model, which lora_a [${a.dims.join(", ")}] and lora_b [${b.dims.join(", ")}] do not fit`;
   }
   return undefined;
 }

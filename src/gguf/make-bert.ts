@@ -42,12 +42,23 @@ export interface MakeBertResult {
 
 /** Writes a BERT model to `file` (atomically). */
 export async function makeBert(file: string, options: MakeBertOptions): Promise<MakeBertResult> {
-  const o = { pooling: "cls" as const, embeddingLength: 64, layers: 2, heads: 4, feedForwardLength: 128, contextLength: 512, type: "q8_0" as WeightType, seed: 1, ...options };
+  const o = {
+    pooling: "cls" as const,
+    embeddingLength: 64,
+    layers: 2,
+    heads: 4,
+    feedForwardLength: 128,
+    contextLength: 512,
+    type: "q8_0" as WeightType,
+    seed: 1,
+    ...options,
+  };
   for (const k of ["embeddingLength", "layers", "heads", "feedForwardLength", "contextLength"] as const) {
     if (!Number.isInteger(o[k]) || o[k] < 1) throw new RangeError(`${k} must be a positive integer`);
   }
   if (o.embeddingLength % o.heads !== 0) throw new RangeError("embeddingLength must be a multiple of heads");
-  if (o.type === "q8_0" && (o.embeddingLength % 32 !== 0 || o.feedForwardLength % 32 !== 0)) throw new RangeError("q8_0 needs embeddingLength and feedForwardLength to be multiples of 32");
+  if (o.type === "q8_0" && (o.embeddingLength % 32 !== 0 || o.feedForwardLength % 32 !== 0))
+    throw new RangeError("q8_0 needs embeddingLength and feedForwardLength to be multiples of 32");
   const vocab = await readVocab(o.vocabFile);
   const tokenTypes = typeof vocab.counts["tokenizer.ggml.token_type_count"] === "number" ? (vocab.counts["tokenizer.ggml.token_type_count"] as number) : 2;
   const tensors = planBert(o, vocab.size, tokenTypes);

@@ -123,7 +123,10 @@ export async function makeModel(file: string, options: MakeModelOptions = {}): P
   const vocab = buildSpmVocab(tokenizer ? PRESETS.tiny.vocabSize : spec.vocabSize, spec.chatTemplate !== "none" ? ["<|im_start|>", "<|im_end|>"] : []);
   if (spec.chatTemplate !== "none") vocab.eosId = vocab.tokens.indexOf("<|im_end|>");
   const tensors = planTensors(spec, identityLayers);
-  if (textOnly) tensors.find((t) => t.name === "output.weight")!.zeroRows = vocab.types.flatMap((type, id) => (type === TokenType.normal || type === TokenType.byte ? [] : [id]));
+  if (textOnly)
+    tensors.find((t) => t.name === "output.weight")!.zeroRows = vocab.types.flatMap((type, id) =>
+      type === TokenType.normal || type === TokenType.byte ? [] : [id],
+    );
   let kv = metadata({ ...spec, layers: spec.layers + identityLayers }, vocab, name ?? basename(file).replace(/\.[^.]*$/, ""), seed);
   // A family's tokenizer replaces every generated tokenizer key; a template replaces any chat template.
   if (tokenizer) kv = [...kv.filter(([k]) => !k.startsWith("tokenizer.")), ...tokenizer.kv];
@@ -143,7 +146,8 @@ function validate(s: ModelSpec): void {
   if (s.heads % s.kvHeads !== 0) throw new RangeError("heads must be a multiple of kvHeads");
   if ((s.embeddingLength / s.heads) % 2 !== 0) throw new RangeError("the head size (embeddingLength / heads) must be even");
   if (!(s.type in GGML_TYPE)) throw new RangeError(`unknown type '${s.type}'`);
-  if (s.chatTemplate !== "chatml" && s.chatTemplate !== "chatml-tools" && s.chatTemplate !== "none") throw new RangeError(`unknown chat template '${s.chatTemplate}'`);
+  if (s.chatTemplate !== "chatml" && s.chatTemplate !== "chatml-tools" && s.chatTemplate !== "none")
+    throw new RangeError(`unknown chat template '${s.chatTemplate}'`);
   if (s.type === "q8_0" && (s.embeddingLength % 32 !== 0 || s.feedForwardLength % 32 !== 0))
     throw new RangeError("q8_0 needs embeddingLength and feedForwardLength to be multiples of 32");
 }

@@ -61,8 +61,18 @@ export function capConnections(server: Server, cap: ConnectionCap, log: Logger):
     if (now - lastLog < logEveryMs) return;
     lastLog = now;
     log.warn(
-      { remote: address, open: conns.size, maxConnections: cap.total, ...(cap.perKey === undefined ? {} : { maxPerClient: cap.perKey }), cap: why, idleClosed: evicted, refused },
-      why === "total" ? "connection cap reached: idle connections are closed for new ones, and new ones refused while every connection is busy" : "connection cap for one client reached: its idle connections are closed for new ones, and new ones refused while all are busy",
+      {
+        remote: address,
+        open: conns.size,
+        maxConnections: cap.total,
+        ...(cap.perKey === undefined ? {} : { maxPerClient: cap.perKey }),
+        cap: why,
+        idleClosed: evicted,
+        refused,
+      },
+      why === "total"
+        ? "connection cap reached: idle connections are closed for new ones, and new ones refused while every connection is busy"
+        : "connection cap for one client reached: its idle connections are closed for new ones, and new ones refused while all are busy",
     );
     evicted = 0;
     refused = 0;

@@ -1,6 +1,6 @@
 /**
- * Access guards of CONTRACT §5: the Host check (DNS-rebinding defence while bound to loopback) and
- * CORS. No credentials are checked here or anywhere in the daemon: it never answers 401.
+ * Access guards: the Host check (DNS-rebinding defence while bound to loopback) and CORS, so that a
+ * web page cannot drive the API through the user's browser. No credentials are checked here or anywhere in the daemon: it never answers 401.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { isIPv4, isIPv6 } from "node:net";
@@ -106,12 +106,11 @@ interface ParsedHost {
  */
 function parseHost(host: string): ParsedHost | undefined {
   let name = host;
-  let port = "";
   if (host.startsWith("[")) {
     const end = host.indexOf("]");
     if (end < 0) return undefined;
     name = host.slice(0, end + 1);
-    port = host.slice(end + 1);
+    let port = host.slice(end + 1);
     if (port !== "" && !port.startsWith(":")) return undefined;
     port = port.slice(1);
     const address = name.slice(1, -1);
@@ -121,8 +120,7 @@ function parseHost(host: string): ParsedHost | undefined {
   const colon = host.lastIndexOf(":");
   if (colon >= 0) {
     name = host.slice(0, colon);
-    port = host.slice(colon + 1);
-    if (!validPort(port)) return undefined;
+    if (!validPort(host.slice(colon + 1))) return undefined;
   }
   name = name.replace(/\.$/, ""); // a trailing dot is the same DNS name
   if (isIPv4(name)) return { name, kind: "ipv4", address: name };

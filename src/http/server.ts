@@ -1,6 +1,7 @@
 /**
  * The HTTP server: request id → logger → guards → route → handler, and the ONE place where a
- * thrown error becomes a response (CONTRACT §3). One access-log line per request.
+ * thrown error becomes a response, always `{"error": "..."}` with no other field. One access-log line
+ * per request.
  */
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import { randomBytes } from "node:crypto";
@@ -66,7 +67,12 @@ export interface ServerLimits {
  * 10 s for a request head (a few hundred bytes), counted from the connection's opening for its
  * first request: a socket that sends nothing is closed then, and sooner when the cap needs its place.
  */
-export const SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({ headersTimeoutMs: 10_000, bodyIdleTimeoutMs: BODY_IDLE_TIMEOUT_MS, keepAliveTimeoutMs: 5_000, maxConnections: 1024 });
+export const SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({
+  headersTimeoutMs: 10_000,
+  bodyIdleTimeoutMs: BODY_IDLE_TIMEOUT_MS,
+  keepAliveTimeoutMs: 5_000,
+  maxConnections: 1024,
+});
 
 /** The server and its shutdown switch. */
 export interface HttpServer {
@@ -118,8 +124,8 @@ async function handle(options: HttpServerOptions, req: IncomingMessage, res: Ser
   // access line, which carries reqId itself).
   let log: Logger | undefined;
   const url = parseUrl(req.url ?? "/");
-  // The client-gone signal costs an AbortController and a listener per request (measured: a third
-  // of a small request's cost), so it is made on first use, by the routes that run models.
+  // The client-gone signal costs an AbortController and a listener per request, a large share of a
+  // small request's cost, so it is made on first use, by the routes that run models.
   let signal: AbortSignal | undefined;
   const ctx: RequestContext = {
     req, res, url, params: {}, id, maxBodyBytes: options.maxBodyBytes,
@@ -165,7 +171,11 @@ function respondWithError(ctx: RequestContext, err: unknown, draining: boolean, 
   const { status, body, headers } = toErrorResponse(err);
   // A request stopped by the shutdown or by its client leaving is no failure of the server.
   if (status >= 500 && !(err instanceof ServiceBusyError) && !ctx.signal.aborted) outcome.failure = err;
-  else outcome.refusal = { message: body.error, level: err instanceof ServiceBusyError && !(err instanceof ShuttingDownError) && !(err instanceof NotReadyError) ? "warn" : "info" };
+  else
+    outcome.refusal = {
+      message: body.error,
+      level: err instanceof ServiceBusyError && !(err instanceof ShuttingDownError) && !(err instanceof NotReadyError) ? "warn" : "info",
+    };
   if (res.destroyed) return;
   if (res.headersSent) return endStreamWithError(res, body.error);
   // A refusal before the body was read to its end closes the connection (a client dripping a body
@@ -176,7 +186,14 @@ function respondWithError(ctx: RequestContext, err: unknown, draining: boolean, 
   sendJson(res, status, body, { ...headers, ...close });
 }
 
-function logWhenDone(options: HttpServerOptions, ctx: RequestContext, started: number, route: () => string | undefined, outcome: Outcome, requestLog: () => Logger | undefined): void {
+function logWhenDone(
+  options: HttpServerOptions,
+  ctx: RequestContext,
+  started: number,
+  route: () => string | undefined,
+  outcome: Outcome,
+  requestLog: () => Logger | undefined,
+): void {
   const { req, res } = ctx;
   const socket = req.socket;
   const before = socket.bytesWritten;

@@ -1,6 +1,6 @@
 /**
  * Request-body validation: JSON Schemas compiled with ajv, and ajv's first error turned into the
- * contract's 400 message (CONTRACT §3). Table-driven: one small formatter per ajv keyword.
+ * 400 message every client sees (`invalid type for parameter '<path>': expected <type>`). Table-driven: one small formatter per ajv keyword.
  */
 import { Ajv, type AnySchemaObject, type ErrorObject, type SchemaObject } from "ajv";
 import { BadRequestError } from "../errors.js";

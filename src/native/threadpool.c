@@ -5,7 +5,7 @@
  * prebuilt binaries (built without OpenMP) every llama_decode creates and joins fresh worker threads
  * (ggml_graph_compute's "disposable threadpool"). On a small VM the kernel often starts such a thread
  * on the vCPU the decoding thread runs on; ggml's spinning barriers then share one vCPU and a token
- * takes several times as long (docs/benchmarks.md, "A persistent threadpool"). llama.cpp has the
+ * takes several times as long (docs/benchmarks/history.md, "A persistent threadpool"). llama.cpp has the
  * API for the fix (llama_attach_threadpool); the addon does not call it. Until it does, the daemon
  * preloads this library into each runner it forks (LD_PRELOAD, src/runner/client.ts), and it
  * interposes two functions the addon imports from libllama:

@@ -1,5 +1,5 @@
 /**
- * Where a registry may send the client (issue 13 item 11, blind SSRF).
+ * Where a registry may send the client (blind SSRF).
  *
  * A registry answers redirects (blob downloads go to a CDN) and names token realms; a hostile one
  * could point them at `http://127.0.0.1:<port>/internal` or a cloud metadata address, and the
@@ -125,7 +125,11 @@ export class AddressPolicy {
   }
 
   /** A `net.connect` lookup that resolves, checks and pins the address. */
-  readonly lookup = (hostname: string, options: dns.LookupOptions, callback: (err: Error | null, address: string | dns.LookupAddress[], family?: number) => void): void => {
+  readonly lookup = (
+    hostname: string,
+    options: dns.LookupOptions,
+    callback: (err: Error | null, address: string | dns.LookupAddress[], family?: number) => void,
+  ): void => {
     dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return callback(err, []);
       const registry = this.registryClass ?? "public";

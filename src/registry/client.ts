@@ -133,9 +133,12 @@ export class RegistryClient {
    */
   private async authenticate(challenge: string, signal?: AbortSignal): Promise<string> {
     const file = this.options.authFile;
-    const found = file === undefined ? { credentials: undefined, missing: "no credentials file (SERVICE_REGISTRY_AUTH)" } : await lookupCredentials(file, this.host);
+    const found =
+      file === undefined ? { credentials: undefined, missing: "no credentials file (SERVICE_REGISTRY_AUTH)" } : await lookupCredentials(file, this.host);
     const { credentials } = found;
-    const refused = credentials ? `registry ${this.host} refused the credentials for it in ${file}` : `registry ${this.host} requires authentication: ${found.missing}`;
+    const refused = credentials
+      ? `registry ${this.host} refused the credentials for it in ${file}`
+      : `registry ${this.host} requires authentication: ${found.missing}`;
     if (/^\s*basic\b/i.test(challenge)) {
       if (!credentials) throw new RegistryError(refused);
       this.authorization = basicAuthorization(credentials);
@@ -143,7 +146,11 @@ export class RegistryClient {
       this.authorization = `Bearer ${await this.fetchToken(challenge, credentials, refused, signal)}`;
     } else {
       const scheme = printable(challenge.split(/\s/)[0] ?? "");
-      throw new RegistryError(challenge === "" ? `registry ${this.host} requires authentication and names no scheme (no WWW-Authenticate)` : `registry ${this.host} asks for an authentication scheme lmd does not support: ${scheme}`);
+      throw new RegistryError(
+        challenge === ""
+          ? `registry ${this.host} requires authentication and names no scheme (no WWW-Authenticate)`
+          : `registry ${this.host} asks for an authentication scheme lmd does not support: ${scheme}`,
+      );
     }
     return refused;
   }
@@ -165,7 +172,12 @@ export class RegistryClient {
         discard(res.body); // unread, it would hold the connection (and close()) until the registry gives up
         throw new RegistryError(`manifest too large (${length} bytes, limit ${REGISTRY_DEFAULTS.maxManifestBytes})`);
       }
-      const text = await readLimited(res.body, REGISTRY_DEFAULTS.maxManifestBytes, REGISTRY_DEFAULTS.manifestTimeoutMs, `registry ${this.host} did not send the manifest within ${seconds(REGISTRY_DEFAULTS.manifestTimeoutMs)}`);
+      const text = await readLimited(
+        res.body,
+        REGISTRY_DEFAULTS.maxManifestBytes,
+        REGISTRY_DEFAULTS.manifestTimeoutMs,
+        `registry ${this.host} did not send the manifest within ${seconds(REGISTRY_DEFAULTS.manifestTimeoutMs)}`,
+      );
       let value: unknown;
       try {
         value = JSON.parse(text);

@@ -79,7 +79,8 @@ export async function lookupCredentials(file: string, host: string): Promise<Cre
     if (authKeyHost(key) !== want || typeof entry !== "object" || entry === null) continue;
     const found = decodeEntry(entry);
     if (!found) continue;
-    if ((mode & 0o004) !== 0) throw new RegistryError(`registry credentials file ${file} is readable by every user (mode ${(mode & 0o777).toString(8)}): chmod 600 it`);
+    if ((mode & 0o004) !== 0)
+      throw new RegistryError(`registry credentials file ${file} is readable by every user (mode ${(mode & 0o777).toString(8)}): chmod 600 it`);
     return { credentials: found };
   }
   const helper = config.credHelpers && Object.keys(config.credHelpers).some((k) => authKeyHost(k) === want);

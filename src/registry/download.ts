@@ -17,7 +17,19 @@ import { fetchParts, removePartial } from "./ranges.js";
 import type { RegistryRef } from "./reference.js";
 
 /** Errors of the connection (not of the store): reported as the registry's failure. */
-const NETWORK_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EPIPE", "ETIMEDOUT", "ENETUNREACH", "ENETDOWN", "EHOSTUNREACH", "EHOSTDOWN", "LMD_ADDRESS_REFUSED"]);
+const NETWORK_CODES = new Set([
+  "ECONNRESET",
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EPIPE",
+  "ETIMEDOUT",
+  "ENETUNREACH",
+  "ENETDOWN",
+  "EHOSTUNREACH",
+  "EHOSTDOWN",
+  "LMD_ADDRESS_REFUSED",
+]);
 
 /** A digest that pulls in progress need: its one download job, and who waits on it. */
 interface Entry {
@@ -55,7 +67,14 @@ export class BlobLeases {
   private readonly owned: Promise<void>[] = [];
 
   /** Makes sure the blob is stored or its partial file is complete and verified; `onProgress(completed)` counts resumed bytes too. */
-  async fetch(client: RegistryClient, store: ModelStore, ref: RegistryRef, layer: Layer, onProgress: (completed: number) => void, signal: AbortSignal): Promise<void> {
+  async fetch(
+    client: RegistryClient,
+    store: ModelStore,
+    ref: RegistryRef,
+    layer: Layer,
+    onProgress: (completed: number) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
     const entry = this.hold(store, layer.digest);
     for (let attempt = 0; attempt < TAKEOVERS; attempt++) {
       signal.throwIfAborted();
@@ -142,7 +161,14 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
-async function runJob(client: RegistryClient, store: ModelStore, ref: RegistryRef, layer: Layer, onProgress: (completed: number) => void, signal: AbortSignal): Promise<void> {
+async function runJob(
+  client: RegistryClient,
+  store: ModelStore,
+  ref: RegistryRef,
+  layer: Layer,
+  onProgress: (completed: number) => void,
+  signal: AbortSignal,
+): Promise<void> {
   if (await store.hasBlob(layer.digest)) {
     await checkStoredSize(store, layer);
     return onProgress(layer.size);
@@ -171,7 +197,8 @@ function explain(err: unknown, layer: Layer, ref: RegistryRef, signal: AbortSign
 /** A blob already in the store must have the size the manifest declares. */
 async function checkStoredSize(store: ModelStore, layer: Layer): Promise<void> {
   const { size } = await fs.stat(store.blobPath(layer.digest));
-  if (size !== layer.size) throw new RegistryError(`pull ${layer.digest.slice(7, 19)}: the manifest says ${layer.digest} has ${layer.size} bytes, the stored blob has ${size}`);
+  if (size !== layer.size)
+    throw new RegistryError(`pull ${layer.digest.slice(7, 19)}: the manifest says ${layer.digest} has ${layer.size} bytes, the stored blob has ${size}`);
 }
 
 /**

@@ -36,7 +36,12 @@ export async function expectStatus(res: Answer, ok: number[], what: string): Pro
  * Reads a whole body as text, refusing more than `limit` bytes; with `timeoutMs`, refusing a body
  * that has not ended by then (`timeoutMessage`). The body is destroyed on every failure.
  */
-export async function readLimited(body: Dispatcher.ResponseData["body"] | AsyncIterable<Buffer>, limit: number, timeoutMs?: number, timeoutMessage?: string): Promise<string> {
+export async function readLimited(
+  body: Dispatcher.ResponseData["body"] | AsyncIterable<Buffer>,
+  limit: number,
+  timeoutMs?: number,
+  timeoutMessage?: string,
+): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   let expired = false;

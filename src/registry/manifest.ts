@@ -7,7 +7,8 @@ import { REGISTRY_DEFAULTS, RegistryError } from "./http.js";
 /** Checks a manifest: schema 2, every digest `sha256:<hex>`, sizes non-negative integers, bounded layers. */
 export function validateManifest(value: unknown): Manifest {
   const m = value as Partial<Manifest> | null;
-  if (!m || typeof m !== "object" || m.schemaVersion !== 2 || !Array.isArray(m.layers) || !m.config) throw new RegistryError("invalid manifest: not a schema 2 manifest");
+  if (!m || typeof m !== "object" || m.schemaVersion !== 2 || !Array.isArray(m.layers) || !m.config)
+    throw new RegistryError("invalid manifest: not a schema 2 manifest");
   if (m.layers.length > REGISTRY_DEFAULTS.maxLayers) throw new RegistryError("invalid manifest: too many layers");
   for (const l of [m.config, ...m.layers] as Array<Partial<Layer> | null>) {
     if (!l || typeof l !== "object") throw new RegistryError("invalid manifest: malformed layer");

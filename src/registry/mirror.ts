@@ -44,7 +44,10 @@ export class PullSources {
       } catch (err) {
         if (!this.onMirror || this.signal.aborted) throw err;
         const next = this.refs[this.index + 1]!;
-        this.log.warn({ mirror: new URL(ref.origin).host, next: new URL(next.origin).host, err: err instanceof Error ? err.message : String(err) }, "registry mirror failed; asking the next source");
+        this.log.warn(
+          { mirror: new URL(ref.origin).host, next: new URL(next.origin).host, err: err instanceof Error ? err.message : String(err) },
+          "registry mirror failed; asking the next source",
+        );
         this.index++;
       }
     }

@@ -12,7 +12,14 @@ import type { RegistryClient, RegistryResponse } from "./client.js";
 import { RegistryError, expectStatus, header } from "./http.js";
 
 /** Pushes one blob unless the registry has it; `onProgress(bytes)` reports bytes sent. */
-export async function pushBlob(client: RegistryClient, store: ModelStore, ref: RegistryRef, layer: Layer, onProgress: (completed: number) => void, signal: AbortSignal): Promise<void> {
+export async function pushBlob(
+  client: RegistryClient,
+  store: ModelStore,
+  ref: RegistryRef,
+  layer: Layer,
+  onProgress: (completed: number) => void,
+  signal: AbortSignal,
+): Promise<void> {
   const head = await client.send(blobUrl(ref, layer.digest), { method: "HEAD", signal });
   await head.body.dump();
   if (head.statusCode === 200) return onProgress(layer.size);

@@ -35,7 +35,14 @@ interface PartialState {
 const SAVE_INTERVAL_MS = 250;
 
 /** Fetches the ranges of `layer` still missing from its partial file; `onProgress(completed)` counts resumed bytes too. */
-export async function fetchParts(client: RegistryClient, store: ModelStore, ref: RegistryRef, layer: Layer, onProgress: (completed: number) => void, signal: AbortSignal): Promise<void> {
+export async function fetchParts(
+  client: RegistryClient,
+  store: ModelStore,
+  ref: RegistryRef,
+  layer: Layer,
+  onProgress: (completed: number) => void,
+  signal: AbortSignal,
+): Promise<void> {
   const file = store.partialPath(layer.digest);
   const stateFile = `${file}.json`;
   const loaded = await loadState(file, stateFile, layer);
@@ -105,7 +112,15 @@ export async function fetchParts(client: RegistryClient, store: ModelStore, ref:
 }
 
 /** Fetches the rest of one range and writes it at its offset (asking again after a response dropped for falling behind). */
-async function fetchPart(client: RegistryClient, ref: RegistryRef, layer: Layer, part: Part, fh: fs.FileHandle, signal: AbortSignal, progressed: () => void): Promise<void> {
+async function fetchPart(
+  client: RegistryClient,
+  ref: RegistryRef,
+  layer: Layer,
+  part: Part,
+  fh: fs.FileHandle,
+  signal: AbortSignal,
+  progressed: () => void,
+): Promise<void> {
   while (part.start + part.done <= part.end) {
     const from = part.start + part.done;
     const res = await client.send(blobUrl(ref, layer.digest), { headers: { range: `bytes=${from}-${part.end}` }, redirects: true, signal });
@@ -138,7 +153,14 @@ async function fetchPart(client: RegistryClient, ref: RegistryRef, layer: Layer,
  * are written, and the caller asks for the rest. A body error is raised once the bytes received
  * before it are written (they count towards a resume). More than `want` bytes: `tooMuch()`.
  */
-function writeBody(body: Readable, fh: fs.FileHandle, offset: number, want: number, wrote: (n: number) => void, tooMuch: () => Error): Promise<"ended" | "behind"> {
+function writeBody(
+  body: Readable,
+  fh: fs.FileHandle,
+  offset: number,
+  want: number,
+  wrote: (n: number) => void,
+  tooMuch: () => Error,
+): Promise<"ended" | "behind"> {
   return new Promise((resolve, reject) => {
     const queue: Buffer[] = [];
     let queued = 0;
@@ -236,7 +258,15 @@ async function loadState(file: string, stateFile: string, layer: Layer): Promise
       state.digest === layer.digest &&
       state.size === layer.size &&
       Array.isArray(state.parts) &&
-      state.parts.every((p) => Number.isSafeInteger(p.start) && Number.isSafeInteger(p.end) && Number.isSafeInteger(p.done) && p.done >= 0 && p.start + p.done <= p.end + 1 && p.start + p.done <= size);
+      state.parts.every(
+        (p) =>
+          Number.isSafeInteger(p.start) &&
+          Number.isSafeInteger(p.end) &&
+          Number.isSafeInteger(p.done) &&
+          p.done >= 0 &&
+          p.start + p.done <= p.end + 1 &&
+          p.start + p.done <= size,
+      );
     return valid ? state : undefined;
   } catch {
     return undefined; // none, or unreadable: start over

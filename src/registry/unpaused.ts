@@ -2,6 +2,7 @@
  * An undici interceptor that never lets a response pause the HTTP/1 parser; every registry request
  * goes through it (dispatcher.ts).
  */
+import type { Duplex } from "node:stream";
 import type { Dispatcher } from "undici";
 import { RegistryError } from "./settings.js";
 
@@ -14,7 +15,8 @@ import { RegistryError } from "./settings.js";
  * own (download.ts writes a blob as it arrives; readLimited stops at its limit). An exception
  * thrown by a handler fails its own request instead of reaching the socket.
  */
-export const unpaused: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) => dispatch(opts, handler.onRequestStart ? new Unpaused(handler) : unpausedLegacy(handler as LegacyHandler));
+export const unpaused: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) =>
+  dispatch(opts, handler.onRequestStart ? new Unpaused(handler) : unpausedLegacy(handler as LegacyHandler));
 
 type Headers = Record<string, string | string[] | undefined>;
 
@@ -138,7 +140,7 @@ class Unpaused implements Dispatcher.DispatchHandler {
     this.guard(controller, () => this.inner.onRequestStart?.(this.wrap(controller), context))();
   }
 
-  onRequestUpgrade(controller: Dispatcher.DispatchController, statusCode: number, headers: Headers, socket: import("node:stream").Duplex): void {
+  onRequestUpgrade(controller: Dispatcher.DispatchController, statusCode: number, headers: Headers, socket: Duplex): void {
     this.inner.onRequestUpgrade?.(this.wrap(controller), statusCode, headers as never, socket);
   }
 

@@ -88,16 +88,34 @@ async function chat(ctx: RequestContext, services: Services): Promise<void> {
   const message: ChatResponseMessage = { role: "assistant", content: stream ? "" : content };
   if (!stream && thinking) message.thinking = thinking;
   if (!stream && toolCalls.length > 0) message.tool_calls = toolCalls;
-  const final: ChatFinal = { ...stamp(), message, done: true, done_reason: stats.doneReason, ...finalStats(started, loadNs, stats), ...(!stream && logprobs !== undefined ? { logprobs: toOllama(allLogprobs) } : {}) };
+  const final: ChatFinal = {
+    ...stamp(),
+    message,
+    done: true,
+    done_reason: stats.doneReason,
+    ...finalStats(started, loadNs, stats),
+    ...(!stream && logprobs !== undefined ? { logprobs: toOllama(allLogprobs) } : {}),
+  };
   if (stream) stream.end(final);
   else sendJson(ctx.res, 200, final);
 }
 
 /** An Ollama message → a runner turn; tool-call arguments may come as an object or a JSON string. */
 export function toTurn(m: ChatMessage, index: number): ChatTurn {
-  const toolCalls = m.tool_calls?.map((c, j) => ({ ...(c.id ? { id: c.id } : {}), name: c.function.name, arguments: toArguments(c.function.arguments, `messages[${index}].tool_calls[${j}].function.arguments`) }));
+  const toolCalls = m.tool_calls?.map((c, j) => ({
+    ...(c.id ? { id: c.id } : {}),
+    name: c.function.name,
+    arguments: toArguments(c.function.arguments, `messages[${index}].tool_calls[${j}].function.arguments`),
+  }));
   const ids = m.tool_call_id ? { toolCallId: m.tool_call_id } : {};
-  return { role: m.role, content: m.content ?? "", ...(toolCalls?.length ? { toolCalls } : {}), ...(m.tool_name ? { toolName: m.tool_name } : {}), ...ids, ...(m.thinking ? { thinking: m.thinking } : {}) };
+  return {
+    role: m.role,
+    content: m.content ?? "",
+    ...(toolCalls?.length ? { toolCalls } : {}),
+    ...(m.tool_name ? { toolName: m.tool_name } : {}),
+    ...ids,
+    ...(m.thinking ? { thinking: m.thinking } : {}),
+  };
 }
 
 /** Tool-call arguments as an object: objects pass, JSON strings of objects are parsed, anything else is a 400. */
@@ -110,7 +128,8 @@ export function toArguments(value: unknown, path: string): Record<string, unknow
       throw new BadRequestError(`invalid value for parameter '${path}': not valid JSON`);
     }
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new BadRequestError(`invalid type for parameter '${path}': expected object`);
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+    throw new BadRequestError(`invalid type for parameter '${path}': expected object`);
   return parsed as Record<string, unknown>;
 }
 

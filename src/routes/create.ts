@@ -48,10 +48,14 @@ async function create(ctx: RequestContext, { store, scheduler }: Services): Prom
   if (!body.from && !body.files) throw new BadRequestError("neither 'from' nor 'files' was specified");
   // Ollama quantizes F16/F32 models on create; lmd has no quantizer (llama.cpp's llama-quantize does it beforehand).
   for (const field of ["quantize", "draft_quantize"] as const) {
-    if (body[field]) throw new BadRequestError(`${field} '${printable(body[field])}' is not supported: lmd does not quantize models; quantize the GGUF with llama.cpp's llama-quantize and create from it`);
+    if (body[field])
+      throw new BadRequestError(
+        `${field} '${printable(body[field])}' is not supported: lmd does not quantize models; quantize the GGUF with llama.cpp's llama-quantize and create from it`,
+      );
   }
   checkParameters(body.parameters);
-  if (body.draft_files && (body.draft !== undefined || body.parameters?.draft !== undefined)) throw new BadRequestError("give the draft model either by name ('draft') or as a file ('draft_files'), not both");
+  if (body.draft_files && (body.draft !== undefined || body.parameters?.draft !== undefined))
+    throw new BadRequestError("give the draft model either by name ('draft') or as a file ('draft_files'), not both");
   // lmd: a draft model for speculative decoding is kept as the parameter `draft`; it must exist.
   if (body.draft !== undefined) body.parameters = { ...body.parameters, draft: body.draft };
   const draft = body.parameters?.draft;
@@ -65,7 +69,9 @@ async function create(ctx: RequestContext, { store, scheduler }: Services): Prom
   // cannot be deleted under us, and two writers of one name cannot interleave.
   // Blobs named by digest are pinned from the start: a concurrent delete of another model that
   // shares them must not collect them between our check and our manifest.
-  const named = [...Object.values(body.files ?? {}), ...Object.values(body.adapters ?? {}), ...Object.values(body.draft_files ?? {}), body.from ?? ""].filter(isDigest);
+  const named = [...Object.values(body.files ?? {}), ...Object.values(body.adapters ?? {}), ...Object.values(body.draft_files ?? {}), body.from ?? ""].filter(
+    isDigest,
+  );
   const unpin = store.pin(named);
   try {
     await withNames(store, names, () => createLocked(ctx, body, input, { store, scheduler }));
@@ -74,7 +80,12 @@ async function create(ctx: RequestContext, { store, scheduler }: Services): Prom
   }
 }
 
-async function createLocked(ctx: RequestContext, body: CreateRequest, input: string, { store, scheduler }: Pick<Services, "store" | "scheduler">): Promise<void> {
+async function createLocked(
+  ctx: RequestContext,
+  body: CreateRequest,
+  input: string,
+  { store, scheduler }: Pick<Services, "store" | "scheduler">,
+): Promise<void> {
   let layers: Layer[] = [];
   let baseParams: Record<string, unknown> = {};
   let gguf: GgufMetadata | undefined;
@@ -167,7 +178,12 @@ async function smallLayers(store: ModelStore, body: CreateRequest, baseParams: R
 
 /** Small layers are capped (store/layers.ts): 400 before anything is written. */
 function checkSmallFields(body: CreateRequest): void {
-  const fields: Array<[string, unknown]> = [[MEDIA.template, body.template], [MEDIA.system, body.system], [MEDIA.params, body.parameters], [MEDIA.messages, body.messages]];
+  const fields: Array<[string, unknown]> = [
+    [MEDIA.template, body.template],
+    [MEDIA.system, body.system],
+    [MEDIA.params, body.parameters],
+    [MEDIA.messages, body.messages],
+  ];
   for (const l of body.license === undefined ? [] : Array.isArray(body.license) ? body.license : [body.license]) fields.push([MEDIA.license, l]);
   for (const [mediaType, value] of fields) {
     if (value === undefined) continue;
@@ -180,7 +196,8 @@ function checkSmallFields(body: CreateRequest): void {
 /** A GGUF blob named by `files`/`adapters`/`from`: its digest valid, the blob present and readable as GGUF. */
 async function ggufLayer(store: ModelStore, file: string, digest: string, mediaType: string): Promise<{ layer: Layer; meta: GgufMetadata }> {
   digestHex(digest);
-  if (!file.startsWith("sha256:") && !file.toLowerCase().endsWith(".gguf")) throw new BadRequestError(`unsupported file '${printable(file)}': only GGUF files are supported`);
+  if (!file.startsWith("sha256:") && !file.toLowerCase().endsWith(".gguf"))
+    throw new BadRequestError(`unsupported file '${printable(file)}': only GGUF files are supported`);
   const meta = await readGguf(store, file, digest);
   const { size } = await fs.stat(store.blobPath(digest));
   return { layer: { mediaType, digest, size }, meta };
@@ -217,9 +234,14 @@ async function checkAdapters(store: ModelStore, layers: Layer[], base: GgufMetad
  */
 function checkRendering(gguf: GgufMetadata, renderer: string, parser: string): void {
   if (renderer && typeof gguf.metadata["tokenizer.chat_template"] !== "string") {
-    throw new BadRequestError(`renderer '${printable(renderer)}' is not built into lmd: such a model is rendered with its GGUF's chat template, and this GGUF has none`);
+    throw new BadRequestError(
+      `renderer '${printable(renderer)}' is not built into lmd: such a model is rendered with its GGUF's chat template, and this GGUF has none`,
+    );
   }
-  if (parser && parser !== "harmony" && !renderer) throw new BadRequestError(`parser '${printable(parser)}' is not built into lmd (only 'harmony' is); with a RENDERER the GGUF's chat template parses the output`);
+  if (parser && parser !== "harmony" && !renderer)
+    throw new BadRequestError(
+      `parser '${printable(parser)}' is not built into lmd (only 'harmony' is); with a RENDERER the GGUF's chat template parses the output`,
+    );
 }
 
 /** The config blob Ollama writes: format, family, parameter size, file type, renderer and parser, and the layer list. */
@@ -243,6 +265,7 @@ function configBlob(gguf: GgufMetadata, layers: Layer[], renderer: string, parse
 function checkParameters(parameters: Record<string, unknown> | undefined): void {
   const scalar = (v: unknown) => ["string", "number", "boolean"].includes(typeof v);
   for (const [k, v] of Object.entries(parameters ?? {})) {
-    if (!scalar(v) && !(Array.isArray(v) && v.every(scalar))) throw new BadRequestError(`invalid type for parameter 'parameters.${k}': expected string, number, boolean or array`);
+    if (!scalar(v) && !(Array.isArray(v) && v.every(scalar)))
+      throw new BadRequestError(`invalid type for parameter 'parameters.${k}': expected string, number, boolean or array`);
   }
 }

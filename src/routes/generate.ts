@@ -57,16 +57,24 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
     thinking = "";
     if (!response && !thought && !lps) return;
     // The runner pauses this generation while the socket does not drain (outputFlow).
-    if (stream) void stream.write({ ...stamp(), response, ...(thought ? { thinking: thought } : {}), done: false, ...(lps ? { logprobs: toOllama(lps) } : {}) });
+    if (stream)
+      void stream.write({ ...stamp(), response, ...(thought ? { thinking: thought } : {}), done: false, ...(lps ? { logprobs: toOllama(lps) } : {}) });
     else {
       text += response;
       thoughts += thought;
       if (lps) allLogprobs.push(...lps);
     }
   };
-  const sink = { signal: ctx.signal, flow: outputFlow(ctx.res), onText, onThinking: (t: string) => void (thinking += t), onToolCalls: (c: ToolCallSpec[]) => void calls.push(...c) };
+  const sink = {
+    signal: ctx.signal,
+    flow: outputFlow(ctx.res),
+    onText,
+    onThinking: (t: string) => void (thinking += t),
+    onToolCalls: (c: ToolCallSpec[]) => void calls.push(...c),
+  };
   const { stats, loadNs } = await runGenerate(services, target, body, grammar, logprobs, sink);
-  if (stats.truncatedTokens > 0) ctx.log.warn({ model: target.model.display, truncated: stats.truncatedTokens }, "prompt longer than the context; truncated from the front");
+  if (stats.truncatedTokens > 0)
+    ctx.log.warn({ model: target.model.display, truncated: stats.truncatedTokens }, "prompt longer than the context; truncated from the front");
   if (stats.doneReason === "cancelled") return; // the client is gone
   const final: GenerateFinal = {
     ...stamp(),
@@ -87,7 +95,8 @@ async function generate(ctx: RequestContext, services: Services): Promise<void> 
 export function parseKeepAlive(value: string | number | undefined): number | undefined {
   if (value === undefined || value === "") return undefined;
   const ms = parseDuration(value);
-  if (ms === undefined || !Number.isFinite(ms)) throw new BadRequestError(`invalid value for parameter 'keep_alive': '${String(value).slice(0, 40)}' is not a duration`);
+  if (ms === undefined || !Number.isFinite(ms))
+    throw new BadRequestError(`invalid value for parameter 'keep_alive': '${String(value).slice(0, 40)}' is not a duration`);
   return Math.round(ms);
 }
 

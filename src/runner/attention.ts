@@ -5,8 +5,8 @@
  * AVX2); a head narrower than the block goes through their scalar tail, value by value, and flash
  * attention does that for every cached token of every head, converting each value to and from
  * f16. With 32-wide heads (the demo model) a token then costs far more than without flash
- * attention, and the more so the longer the context (docs/benchmarks.md, "Where a token's time
- * went"). Heads of 64 values or more decode as fast either way, and flash attention keeps the
+ * attention, and the more so the longer the context (docs/benchmarks/history.md, "Where a token's
+ * time went"). Heads of 64 values or more decode as fast either way, and flash attention keeps the
  * attention scores out of the compute buffer, so "auto" stays llama.cpp's there.
  */
 import type { GgufInsights } from "node-llama-cpp";
@@ -17,7 +17,8 @@ export const NARROW_HEAD = 64;
 
 /** The widest key and value head of the model, or undefined if its header does not say. */
 export function headWidth(insights: GgufInsights): number | undefined {
-  const meta = insights.ggufFileInfo.architectureMetadata as { embedding_length?: unknown; attention?: { head_count?: unknown; key_length?: unknown; value_length?: unknown } } | undefined;
+  const meta = insights.ggufFileInfo.architectureMetadata as
+    { embedding_length?: unknown; attention?: { head_count?: unknown; key_length?: unknown; value_length?: unknown } } | undefined;
   const heads = meta?.attention?.head_count;
   const embedding = meta?.embedding_length;
   const derived = typeof heads === "number" && heads > 0 && typeof embedding === "number" ? embedding / heads : undefined;
@@ -32,7 +33,11 @@ export function headWidth(insights: GgufInsights): number | undefined {
  * than {@link NARROW_HEAD}. A quantized KV cache needs flash attention: the scheduler sends `true`
  * with one, so this never turns it off.
  */
-export function flashAttentionFor(spec: Pick<LoadSpec, "flashAttention" | "kvCacheType">, insights: GgufInsights, gpuLayers: number): FlashAttention | undefined {
+export function flashAttentionFor(
+  spec: Pick<LoadSpec, "flashAttention" | "kvCacheType">,
+  insights: GgufInsights,
+  gpuLayers: number,
+): FlashAttention | undefined {
   const wanted = spec.flashAttention;
   if (wanted !== undefined && wanted !== "auto") return wanted;
   if (gpuLayers > 0 || (spec.kvCacheType !== undefined && spec.kvCacheType !== "f16")) return wanted;

@@ -98,7 +98,10 @@ export class Runner implements RunnerHandle {
   tokenize(text: string, signal?: AbortSignal, addSpecial = false, parseSpecial = true): Promise<Uint32Array> {
     // The client already left (a truncation search goes on rendering): nothing for the runner to do.
     if (signal?.aborted) return Promise.reject(new ModelRunError("the request was cancelled"));
-    return this.run<Uint32Array>((id) => ({ type: "tokenize", id, text, ...(addSpecial ? { addSpecial } : {}), ...(parseSpecial ? {} : { parseSpecial }) }), signal);
+    return this.run<Uint32Array>(
+      (id) => ({ type: "tokenize", id, text, ...(addSpecial ? { addSpecial } : {}), ...(parseSpecial ? {} : { parseSpecial }) }),
+      signal,
+    );
   }
 
   /** The text of `tokens`, special tokens included (a token the vocabulary lacks fails as `invalid`). */
@@ -119,9 +122,6 @@ export class Runner implements RunnerHandle {
     if (!this.alive) return Promise.reject(new ModelRunError("the model runner is not running"));
     const id = this.nextId++;
     const msg = message(id);
-    // IPC serialises with JSON.stringify, which overflows the stack on very deep values (a `format`
-    // or tool schema nested thousands of levels): refuse those before sending.
-    if (nestedDeeperThan(msg, MAX_JOB_DEPTH)) return Promise.reject(new BadRequestError(`request nested too deeply (more than ${MAX_JOB_DEPTH} levels)`));
     const overLimit = jobLimitError(msg);
     if (overLimit !== undefined) return Promise.reject(new BadRequestError(overLimit));
     return new Promise<T>((resolve, reject) => {
@@ -290,7 +290,10 @@ export class Runner implements RunnerHandle {
    */
   private renderOverrun(id: number): void {
     const budget = seconds(this.renders.budgetMs ?? 0);
-    this.options.log.error({ model: this.options.name, runner: this.pid, budget }, "the model's chat template did not render a prompt within SERVICE_RENDER_TIMEOUT; retiring its runner");
+    this.options.log.error(
+      { model: this.options.name, runner: this.pid, budget },
+      "the model's chat template did not render a prompt within SERVICE_RENDER_TIMEOUT; retiring its runner",
+    );
     this.jobs.get(id)?.reject(new BadRequestError(`the model's chat template did not render these messages within ${budget}`));
     this.jobs.delete(id);
     this.send({ type: "cancel", id });
@@ -328,17 +331,6 @@ export class Runner implements RunnerHandle {
       this.onCrash?.(how);
     }
   }
-}
-
-/** Deepest nesting of a job sent to a runner (the job's own envelope takes about five levels). */
-const MAX_JOB_DEPTH = 128;
-
-/** True when `value` nests objects/arrays more than `limit` levels; stops looking at the limit. */
-function nestedDeeperThan(value: unknown, limit: number): boolean {
-  if (value === null || typeof value !== "object") return false;
-  if (limit === 0) return true;
-  for (const v of Array.isArray(value) ? value : Object.values(value)) if (nestedDeeperThan(v, limit - 1)) return true;
-  return false;
 }
 
 function jobError(kind: RunnerFailureKind, message: string): Error {

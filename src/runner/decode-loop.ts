@@ -1,17 +1,16 @@
 /**
- * lmd's own decode loop for a context's generations (issue 15). node-llama-cpp's LlamaCompletion and
- * LlamaChat take each next token from the sequence's `evaluate()` generator; its own implementation
- * goes through the context's batch dispatcher, which costs ~150–200 µs of main-thread JavaScript per
- * token (a sampler config, locks, queued-decode bookkeeping, token meters, timers). On a small host
- * that CPU is taken from ggml's decoding threads: node-llama-cpp's `evaluate` ran 375–410 tok/s
- * where a loop on the addon's own calls ran 430–465 (docs/benchmarks.md).
+ * lmd's own decode loop for a context's generations. node-llama-cpp's LlamaCompletion and LlamaChat
+ * take each next token from the sequence's `evaluate()` generator, whose implementation goes through
+ * the context's batch dispatcher: main-thread JavaScript per token (a sampler config, locks,
+ * queued-decode bookkeeping, token meters, timers) that a small host takes from ggml's decoding
+ * threads (docs/benchmarks/history.md, "lmd's own decode loop").
  *
  * {@link fastEvaluate} gives a sequence an `evaluate` of its own built on a {@link DecodeLoop}: each
  * step puts every waiting sequence's tokens into one batch (continuing generations first, then
  * prompts up to the batch size), decodes it, samples each sequence's next token right behind the
  * decode on the same libuv thread, and hands the tokens back. The next step starts once every
- * generation that goes on has queued its next token. It holds node-llama-cpp's context lock for each step, so decodes node-llama-cpp dispatches
- * itself (the cases below) never overlap it.
+ * generation that goes on has queued its next token. It holds node-llama-cpp's context lock for
+ * each step, so decodes node-llama-cpp dispatches itself (the cases below) never overlap it.
  *
  * The sampling is node-llama-cpp's own (`_resolveSamplerConfig` per token, one sampler per
  * evaluation), so temperature, top-k/p, min-p, seeds, repeat penalties, token biases and grammars
@@ -53,11 +52,11 @@ interface SequenceInternals {
   _nextTokenIndex: number;
   _contextTokens: Token[];
   _resolveSamplerConfig(options: EvaluateOptions): unknown;
-  /**
-   * The patched node-llama-cpp keeps a sampler ready per model (patches/; docs/benchmarks.md, "A
-   * sampler made ahead"); without the patch (an install that skipped its scripts) one is made here.
-   */
-  model: { _takeSampler?(): AddonSampler; _prepareSampler?(): void; _llama: { _bindings: { AddonSampler: new (model: unknown) => AddonSampler } }; _model: unknown };
+  /** The patched node-llama-cpp keeps a sampler ready per model (patches/); without it one is made here. */
+  model: {
+    _takeSampler?(): AddonSampler; _prepareSampler?(): void; _model: unknown;
+    _llama: { _bindings: { AddonSampler: new (model: unknown) => AddonSampler } };
+  };
   tokenPredictor: unknown;
   tokenMeter: TokenMeter;
   needsCheckpoints: boolean;
@@ -202,7 +201,7 @@ export class DecodeLoop {
     try {
       await decoded;
     } catch (err) {
-      await Promise.allSettled(items.map((item) => item.sampled));
+      await Promise.allSettled(items.flatMap((item) => item.sampled ?? []));
       return this.fail(items, err);
     }
     if (!sampleBehindDecode) startSampling();
@@ -220,7 +219,7 @@ export class DecodeLoop {
       item.sampled.then(request.resolve, request.reject);
     }
     // Each request is handed its token when its sampling ends; the step ends when all have.
-    await Promise.allSettled(items.map((item) => item.sampled));
+    await Promise.allSettled(items.flatMap((item) => item.sampled ?? []));
   }
 
   /**
@@ -312,7 +311,8 @@ export function fastEvaluate(sequence: LlamaContextSequence, loop: DecodeLoop, p
     // addon reads its ~30 properties each time); with a repeat penalty, the tokens change each time.
     let applied: SamplerConfig | undefined;
     // Options without functions (no repeat penalty, a fixed seed) resolve to the same config each time.
-    const fixed = Number.isFinite(options.seed) && ![options.repeatPenalty && options.repeatPenalty.punishTokens, options.grammarEvaluationState, options.tokenBias].some((o) => typeof o === "function");
+    const functions = [options.repeatPenalty && options.repeatPenalty.punishTokens, options.grammarEvaluationState, options.tokenBias];
+    const fixed = Number.isFinite(options.seed) && !functions.some((o) => typeof o === "function");
     const configure = () => {
       if (fixed && applied) return;
       const config = inner._resolveSamplerConfig(options) as SamplerConfig;

@@ -1,5 +1,5 @@
 /**
- * Backpressure in the runner child (issue 13 item 8): the parent sends `pause` for a job while its
+ * Backpressure in the runner child: the parent sends `pause` for a job while its
  * client's socket does not drain, and `resume` once it does. A paused job asks the model for no
  * further token, so a client that stops reading stops the computation instead of making the
  * daemon buffer its output; reading again resumes it where it stopped, nothing lost.
@@ -45,7 +45,11 @@ type EvaluateWithMetadata = LlamaContextSequence["evaluateWithMetadata"];
 export function pausable(sequence: LlamaContextSequence, current: () => PauseSwitch | undefined): void {
   const evaluate = sequence.evaluateWithMetadata.bind(sequence);
   // An own property shadows the prototype's method (the sequence's other methods reach it through `this`).
-  sequence.evaluateWithMetadata = async function* (tokens: Token[], metadata: Parameters<EvaluateWithMetadata>[1], options?: Parameters<EvaluateWithMetadata>[2]) {
+  sequence.evaluateWithMetadata = async function* (
+    tokens: Token[],
+    metadata: Parameters<EvaluateWithMetadata>[1],
+    options?: Parameters<EvaluateWithMetadata>[2],
+  ) {
     const inner = evaluate(tokens, metadata, options);
     try {
       let input: void | Token | Token[] = undefined;

@@ -1,9 +1,9 @@
 /**
- * A text generation on one sequence with Ollama's stop rules (issue 15): what node-llama-cpp's
+ * A text generation on one sequence with Ollama's stop rules: what node-llama-cpp's
  * `LlamaCompletion.generateCompletionWithMeta` does for a token prompt, without its per-token
- * machinery (a stream regulator, two stop detectors, four native detokenize calls per token): the
- * main thread's CPU per token on the 2-vCPU host went from 175 to 139 µs at one stream and from 74
- * to 58 µs at four (docs/benchmarks.md, 2026-11-25's fourth stop).
+ * machinery (a stream regulator, two stop detectors, four native detokenize calls per token), which
+ * on a small host takes CPU time from the decoding threads (docs/benchmarks/history.md, "lmd's own
+ * text generation").
  *
  * The same as node-llama-cpp, token for token: the BOS it prepends, the prompt cache (the sequence
  * keeps the longest common prefix), the sampling options and the repeat penalty over the tokens
@@ -20,7 +20,15 @@
  * Held text is handed out at the length limit, as Ollama does. The search (runner/stops.ts) costs
  * time linear in the held text, where Ollama's costs its length times the stops' at every token.
  */
-import { LlamaGrammarEvaluationState, LlamaVocabularyType, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type LlamaText, type Token } from "node-llama-cpp";
+import {
+  LlamaGrammarEvaluationState,
+  LlamaVocabularyType,
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  type LlamaModel,
+  type LlamaText,
+  type Token,
+} from "node-llama-cpp";
 import type { SamplingOptions } from "./sampling.js";
 import { StopSearch } from "./stops.js";
 

@@ -7,7 +7,19 @@
  * abort signal and the consumer's backpressure ride on it, and the promise of `complete` settles
  * with the stats once the job ended.
  */
-import type { ChatJob, EmbedJob, EmbedResult, GenerateJob, GenerateStats, RankJob, RankResult, RenderJob, RunnerInfo, TokenLogprob, ToolCallSpec } from "./types.js";
+import type {
+  ChatJob,
+  EmbedJob,
+  EmbedResult,
+  GenerateJob,
+  GenerateStats,
+  RankJob,
+  RankResult,
+  RenderJob,
+  RunnerInfo,
+  TokenLogprob,
+  ToolCallSpec,
+} from "./types.js";
 
 /** What metrics learn about each finished job. */
 export type JobStats = Pick<GenerateStats, "promptEvalCount" | "promptEvalNs" | "evalCount" | "evalNs" | "truncatedTokens">;

@@ -17,8 +17,14 @@ export const MAX_STOP_SEQUENCES = 16;
 /** Characters of one stop sequence. */
 export const MAX_STOP_CHARACTERS = 4096;
 
+/** Deepest nesting of a job sent to a runner (the job's own envelope takes about five levels). */
+const MAX_JOB_DEPTH = 128;
+
 /** Why a job breaks a limit (the client's 400), or undefined. */
 export function jobLimitError(msg: ToRunner): string | undefined {
+  // IPC serialises with JSON.stringify, which overflows the stack on very deep values (a `format`
+  // or tool schema nested thousands of levels): refuse those before sending.
+  if (nestedDeeperThan(msg, MAX_JOB_DEPTH)) return `request nested too deeply (more than ${MAX_JOB_DEPTH} levels)`;
   if (msg.type !== "generate" && msg.type !== "chat") return undefined;
   const job: GenerateJob | ChatJob = msg.job;
   if (job.stop.length > MAX_STOP_SEQUENCES) return `too many stop sequences: ${job.stop.length} (the limit is ${MAX_STOP_SEQUENCES})`;
@@ -28,7 +34,8 @@ export function jobLimitError(msg: ToRunner): string | undefined {
   const bytes = Buffer.byteLength(JSON.stringify(job.grammar.schema), "utf8");
   if (bytes > MAX_SCHEMA_BYTES) return `format schema too large: ${bytes} bytes of JSON (the limit is ${MAX_SCHEMA_BYTES})`;
   const alternatives = countAlternatives(job.grammar.schema);
-  if (alternatives > MAX_SCHEMA_ALTERNATIVES) return `format schema has too many alternatives: ${alternatives} enum values and anyOf/oneOf branches (the limit is ${MAX_SCHEMA_ALTERNATIVES})`;
+  if (alternatives > MAX_SCHEMA_ALTERNATIVES)
+    return `format schema has too many alternatives: ${alternatives} enum values and anyOf/oneOf branches (the limit is ${MAX_SCHEMA_ALTERNATIVES})`;
   return undefined;
 }
 
@@ -45,4 +52,12 @@ function countAlternatives(value: unknown): number {
     n += countAlternatives(child);
   }
   return n;
+}
+
+/** True when `value` nests objects/arrays more than `limit` levels; stops looking at the limit. */
+function nestedDeeperThan(value: unknown, limit: number): boolean {
+  if (value === null || typeof value !== "object") return false;
+  if (limit === 0) return true;
+  for (const v of Array.isArray(value) ? value : Object.values(value)) if (nestedDeeperThan(v, limit - 1)) return true;
+  return false;
 }

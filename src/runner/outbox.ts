@@ -2,8 +2,8 @@
  * How a runner writes its messages to the parent (SERVICE_STREAM_INTERVAL, the load spec's
  * `streamIntervalMs`). On a small host every microsecond of CPU spent per token, in the runner, the
  * daemon or the client, is taken from the decoding threads: work moved into a decode slows it by as
- * much (docs/benchmarks.md, "Gathering a stream's tokens"). Each write also wakes the daemon, which
- * then reads, parses and writes one HTTP chunk. Gathering the output of ~10 ms (a few steps of one
+ * much (docs/benchmarks/history.md, "Gathering a stream's tokens"). Each write also wakes the
+ * daemon, which then reads, parses and writes one HTTP chunk. Gathering the output of ~10 ms (a few steps of one
  * stream, every sequence's tokens of those steps) into one message costs a fraction of that per
  * token; a client sees its tokens in groups about that far apart. 0 writes each one at once.
  *

@@ -7,7 +7,21 @@
  * the child answers each job with `chunk` messages and exactly one `done` or `failed`.
  * This file is shared by both sides and imports only types.ts.
  */
-import type { ChatJob, ChatResult, EmbedJob, EmbedResult, GenerateJob, GenerateStats, LoadSpec, MemoryEstimate, RankJob, RankResult, RenderJob, RunnerInfo, TokenLogprob } from "./types.js";
+import type {
+  ChatJob,
+  ChatResult,
+  EmbedJob,
+  EmbedResult,
+  GenerateJob,
+  GenerateStats,
+  LoadSpec,
+  MemoryEstimate,
+  RankJob,
+  RankResult,
+  RenderJob,
+  RunnerInfo,
+  TokenLogprob,
+} from "./types.js";
 
 /** The error of a prompt over the context under `truncate: false` (Ollama's words). */
 export const CONTEXT_EXCEEDED = "the input length exceeds the context length";

@@ -1,5 +1,5 @@
 /**
- * The render budget (issue 13 item 15). A model without a Go template has its prompts rendered by
+ * The render budget. A model without a Go template has its prompts rendered by
  * the GGUF's own Jinja chat template inside its runner, synchronously: a template that loops on
  * some chats (it can count the messages, see their roles and the tools) pins the runner's only
  * thread, and nothing inside it can interrupt the loop. So the parent times each render, from the

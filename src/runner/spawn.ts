@@ -142,7 +142,20 @@ function waitForLoad(child: ChildProcess, spec: LoadSpec, options: RunnerOptions
         );
       } else if (msg.type === "loaded") {
         finish();
-        options.log.info({ model: options.name, runner: child.pid, ram: formatBytes(msg.info.ramBytes), contextSize: msg.info.contextSize, sequences: msg.info.sequences, gpu: msg.info.gpu, threads: msg.info.threads, binary: msg.info.binary, threadpool: msg.info.threadpool }, "model loaded");
+        options.log.info(
+          {
+            model: options.name,
+            runner: child.pid,
+            ram: formatBytes(msg.info.ramBytes),
+            contextSize: msg.info.contextSize,
+            sequences: msg.info.sequences,
+            gpu: msg.info.gpu,
+            threads: msg.info.threads,
+            binary: msg.info.binary,
+            threadpool: msg.info.threadpool,
+          },
+          "model loaded",
+        );
         resolve(msg.info);
       } else if (msg.type === "load-failed") {
         options.log.error({ model: options.name, kind: msg.kind, detail: msg.message }, "model failed to load");

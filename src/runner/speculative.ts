@@ -180,7 +180,7 @@ export class SwitchablePredictor extends TokenPredictor {
   }
 
   override async dispose(): Promise<void> {
-    await this.lookup?.dispose();
+    this.lookup?.dispose();
     await this.draft?.dispose();
   }
 }
@@ -292,7 +292,11 @@ export interface DraftStats {
  * Chooses the job's mode on the slot's predictor (`speculative: false` turns it off) and returns
  * a function that reports what the job's speculation did (undefined when none ran).
  */
-export function beginSpeculation(sequence: LlamaContextSequence, predictor: SwitchablePredictor | undefined, speculative: boolean | undefined): () => DraftStats | undefined {
+export function beginSpeculation(
+  sequence: LlamaContextSequence,
+  predictor: SwitchablePredictor | undefined,
+  speculative: boolean | undefined,
+): () => DraftStats | undefined {
   if (!predictor) return () => undefined;
   predictor.mode = speculative === false ? "off" : predictor.available;
   if (predictor.mode === "off") return () => undefined;

@@ -62,7 +62,12 @@ const SENTINEL = "\u2063lmd-user-turn\u2063";
  * (undefined counts as on). Only a fresh answer to a user turn is touched: continuations, answers
  * after tool results, and forced tool calls keep the wrapper's rendering.
  */
-export function withThinkingForm(model: LlamaModel, wrapper: ChatWrapper, history: ChatHistoryItem[], think: boolean | undefined): { history: ChatHistoryItem[]; wrapper: ChatWrapper } {
+export function withThinkingForm(
+  model: LlamaModel,
+  wrapper: ChatWrapper,
+  history: ChatHistoryItem[],
+  think: boolean | undefined,
+): { history: ChatHistoryItem[]; wrapper: ChatWrapper } {
   const last = history.at(-1);
   if (last?.type !== "model" || last.response.length > 0 || history.at(-2)?.type !== "user") return { history, wrapper };
   const form = think === false ? formsOf(model, wrapper).off : formsOf(model, wrapper).on;
@@ -97,9 +102,18 @@ function markup(value: unknown): LlamaText | undefined {
  * rendering with the `think` form, and the thought LlamaChat would open by itself (written out here,
  * for `_debug_render_only` and for /api/generate, which evaluates the prompt without LlamaChat).
  */
-export function answerPrompt(model: LlamaModel, wrapper: ChatWrapper, history: ChatHistoryItem[], think: boolean | undefined, functions?: ChatModelFunctions): { text: LlamaText; stopTriggers: LlamaText[] } {
+export function answerPrompt(
+  model: LlamaModel,
+  wrapper: ChatWrapper,
+  history: ChatHistoryItem[],
+  think: boolean | undefined,
+  functions?: ChatModelFunctions,
+): { text: LlamaText; stopTriggers: LlamaText[] } {
   const formed = withThinkingForm(model, wrapper, history, think);
-  const state = formed.wrapper.generateContextState({ chatHistory: formed.history, ...(functions ? { availableFunctions: functions, documentFunctionParams: true } : {}) });
+  const state = formed.wrapper.generateContextState({
+    chatHistory: formed.history,
+    ...(functions ? { availableFunctions: functions, documentFunctionParams: true } : {}),
+  });
   const opened = openedByLlamaChat(formed.wrapper, formed.history, think);
   return { text: opened ? LlamaText(state.contextText, opened) : state.contextText, stopTriggers: state.stopGenerationTriggers };
 }
@@ -139,7 +153,8 @@ function findForms(model: LlamaModel, wrapper: ChatWrapper): Forms {
   for (const noReasoning of switchable ? [false, true] : [false]) {
     for (const strip of [false, true]) {
       candidates.push({ opening: undefined, strip, noReasoning });
-      for (const ended of [true, false]) for (const text of ["", "\n", "\n\n"]) candidates.push({ opening: { type: "segment", segmentType: "thought", text, ended }, strip, noReasoning });
+      for (const ended of [true, false])
+        for (const text of ["", "\n", "\n\n"]) candidates.push({ opening: { type: "segment", segmentType: "thought", text, ended }, strip, noReasoning });
     }
   }
   // The whole prompt as the template writes it, else (a wrapper that words the system part its own

@@ -1,11 +1,11 @@
 /**
- * A runner's CPU threads while it serves, when SERVICE_THREADS is not set (issue 15).
+ * A runner's CPU threads while it serves, when SERVICE_THREADS is not set.
  *
  * A load takes the cores that are free when it starts (src/cpu.ts). A neighbour that arrives later
  * (a build, another model's runner, a backup) shares the cores of llama.cpp's threads, which meet
  * at spinning barriers: one thread time-sliced against the neighbour holds all the others back, and
- * decoding collapses (2 threads on 2 cores with one core taken: ~350 → ~10 tokens/s measured,
- * docs/benchmarks.md). So while it generates, a runner looks again once a second:
+ * decoding collapses (docs/benchmarks/history.md, "Threads on a busy machine"). So while it
+ * generates, a runner looks again once a second:
  *
  * - **Fewer threads** when one of its decoding threads waited for a CPU for at least
  *   {@link CONTENDED} of its time and other processes were busy (at least {@link OTHERS_BUSY} CPUs):

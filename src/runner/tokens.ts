@@ -61,7 +61,7 @@ export function installLinearTokenizer(model: LlamaModel): void {
 }
 
 function linearOf(model: LlamaModel): Linear {
-  let linear = linears.get(model);
+  const linear = linears.get(model);
   if (linear) return linear;
   const addon = addonOf(model);
   const raw = addon.tokenize.bind(addon) as Native;

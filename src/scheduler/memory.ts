@@ -1,5 +1,5 @@
 /**
- * How much memory a new model may take, and the refusal when it cannot fit (CONTRACT §3).
+ * How much memory a new model may take, and the refusal when it cannot fit.
  *
  * RAM available is the kernel's `MemAvailable` (free memory plus reclaimable page cache), capped
  * by the daemon's cgroup limit (v2's `memory.max` − `memory.current`, v1's `memory.limit_in_bytes` −

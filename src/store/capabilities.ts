@@ -58,7 +58,10 @@ export function chatTemplateCapabilities(template: string): Capability[] {
   const out: Capability[] = [];
   if (template.includes("tools") || template.includes("tool_call")) out.push("tools");
   const tags = template.includes("<think>") && template.includes("</think>");
-  const splits = (template.includes("content.split('</think>')") || template.includes('content.split("</think>")')) && !template.includes("reasoning_content") && !template.includes("<SPECIAL_12>");
+  const splits =
+    (template.includes("content.split('</think>')") || template.includes('content.split("</think>")')) &&
+    !template.includes("reasoning_content") &&
+    !template.includes("<SPECIAL_12>");
   if (tags || splits) out.push("thinking");
   return out;
 }

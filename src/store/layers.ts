@@ -23,7 +23,8 @@ const SMALL_KINDS = new Set(["config", "template", "system", "params", "messages
 
 /** `application/vnd.ollama.image.template` → `template`; the config's media type → `config`. */
 export function layerKind(mediaType: string): string {
-  if (mediaType === "config" || mediaType.startsWith("application/vnd.docker.container.image") || mediaType.startsWith("application/vnd.oci.image.config")) return "config";
+  if (mediaType === "config" || mediaType.startsWith("application/vnd.docker.container.image") || mediaType.startsWith("application/vnd.oci.image.config"))
+    return "config";
   return mediaType.replace(/^application\/vnd\.ollama\.image\./, "");
 }
 

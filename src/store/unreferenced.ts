@@ -27,7 +27,10 @@ export const BLOB_GC = { graceMs: 60 * 60 * 1000, intervalMs: 10 * 60 * 1000 };
 /** An upload would take unreferenced blobs past the quota (507 at the door). */
 export class BlobQuotaError extends StoreError {
   constructor(limit: number) {
-    super("quota", `unreferenced blobs would exceed SERVICE_MAX_UNREFERENCED_BLOBS (${limit} bytes): create a model from the blobs uploaded, or wait for them to be removed`);
+    super(
+      "quota",
+      `unreferenced blobs would exceed SERVICE_MAX_UNREFERENCED_BLOBS (${limit} bytes): create a model from the blobs uploaded, or wait for them to be removed`,
+    );
   }
 }
 
@@ -48,7 +51,10 @@ export class UnreferencedBlobs {
   start(): void {
     if (this.timer) return;
     void this.rescan().catch(() => undefined);
-    this.timer = setInterval(() => void this.collect().catch((err: unknown) => this.log?.warn({ err }, "collecting unreferenced blobs failed")), BLOB_GC.intervalMs);
+    this.timer = setInterval(
+      () => void this.collect().catch((err: unknown) => this.log?.warn({ err }, "collecting unreferenced blobs failed")),
+      BLOB_GC.intervalMs,
+    );
     this.timer.unref();
   }
 

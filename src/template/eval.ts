@@ -4,7 +4,7 @@
  * values.ts. exec.ts adds the statements (text, actions, if/range/with, template calls).
  */
 import type { ArgNode, ChainNode, CommandNode, ListNode, Node, NumberNode, PipeNode, VariableNode } from "./ast.js";
-import { Budget, LimitError } from "./budget.js";
+import { type Budget, LimitError } from "./budget.js";
 import { callFunction, FUNCS } from "./funcs.js";
 import { nodeString } from "./node-string.js";
 import { goType, kindOf, typeName } from "./values.js";

@@ -242,10 +242,21 @@ function expForm(s: string): string {
   return s.replace(/e([+-])(\d)$/, "e$10$2");
 }
 
-const QUOTED: Record<string, string> = { '"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\x07": "\\a", "\b": "\\b", "\f": "\\f", "\v": "\\v" };
+const QUOTED: Record<string, string> = {
+  '"': '\\"',
+  "\\": "\\\\",
+  "\n": "\\n",
+  "\t": "\\t",
+  "\r": "\\r",
+  "\x07": "\\a",
+  "\b": "\\b",
+  "\f": "\\f",
+  "\v": "\\v",
+};
 
 /** strconv.Quote (as far as templates need it: ASCII and C1 controls escaped, the rest kept). */
 export function goQuoteString(s: string, b: Budget = new Budget()): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what this escapes
   return replaceBounded(s, /["\\\x00-\x1f\x7f-\x9f]/g, (ch) => {
     const q = QUOTED[ch];
     if (q) return q;

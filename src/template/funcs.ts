@@ -29,7 +29,13 @@ const fail = (msg: string): never => {
  * Runs `fn` on its argument nodes (and the previous pipeline stage's value, last). What it returns
  * is charged to `b`: a string longer than the value limit, or past the total, is an error.
  */
-export function callFunction(fn: FuncSpec, argNodes: ArgNode[], evalArg: (n: ArgNode) => unknown, final: { present: boolean; value?: unknown }, b: Budget = new Budget()): unknown {
+export function callFunction(
+  fn: FuncSpec,
+  argNodes: ArgNode[],
+  evalArg: (n: ArgNode) => unknown,
+  final: { present: boolean; value?: unknown },
+  b: Budget = new Budget(),
+): unknown {
   const numIn = argNodes.length + (final.present ? 1 : 0);
   if (fn.variadic) {
     if (numIn < fn.params.length) throw new Error(`wrong number of args for ${fn.name}: want at least ${fn.params.length} got ${argNodes.length}`);
@@ -51,7 +57,7 @@ export function callFunction(fn: FuncSpec, argNodes: ArgNode[], evalArg: (n: Arg
     if (typeof out === "string") b.returned(out.length);
     return out;
   } catch (e) {
-    if (e instanceof CallError) throw new Error(`error calling ${fn.name}: ${e.message}`);
+    if (e instanceof CallError) throw new Error(`error calling ${fn.name}: ${e.message}`, { cause: e });
     throw e;
   }
 }
@@ -64,7 +70,12 @@ function check(v: unknown, p: Param): unknown {
   return v;
 }
 
-const spec = (name: string, params: Param[], call: (args: unknown[], b: Budget) => unknown, variadic?: Param): FuncSpec => ({ name, params, call, ...(variadic ? { variadic } : {}) });
+const spec = (name: string, params: Param[], call: (args: unknown[], b: Budget) => unknown, variadic?: Param): FuncSpec => ({
+  name,
+  params,
+  call,
+  ...(variadic ? { variadic } : {}),
+});
 
 export const FUNCS = new Map<string, FuncSpec>();
 const add = (f: FuncSpec): void => void FUNCS.set(f.name, f);
@@ -202,6 +213,7 @@ const JS_SPECIAL: Record<string, string> = { "\\": "\\\\", "'": "\\'", '"': '\\"
 
 /** template.JSEscapeString: ASCII specials and controls, and non-ASCII controls and separators. */
 function jsEscape(s: string, b: Budget): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what this escapes
   return replaceBounded(s, /[\\'"<>&=\x00-\x1f]|(?=[^\x00-\x7f])[\p{C}\p{Z}]/gu, (ch) => {
     const cp = ch.codePointAt(0)!;
     if (cp < 0x80) return JS_SPECIAL[ch] ?? `\\u00${cp.toString(16).toUpperCase().padStart(2, "0")}`;

@@ -28,7 +28,9 @@ export const HARMONY_TAGS = [START, END, HEADER_END, CHANNEL, CONSTRAIN] as cons
 /** Ollama's rule: the gpt-oss family with a template that writes harmony's tags, or the `harmony` parser named in the config. */
 export function usesHarmony(model: { template: string | undefined; family: string; parser: string }): boolean {
   if (model.parser === "harmony") return true;
-  return (model.family === "gptoss" || model.family === "gpt-oss") && model.template !== undefined && model.template.includes(START) && model.template.includes(END);
+  return (
+    (model.family === "gptoss" || model.family === "gpt-oss") && model.template !== undefined && model.template.includes(START) && model.template.includes(END)
+  );
 }
 
 export interface HarmonyHeader {

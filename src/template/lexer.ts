@@ -1,8 +1,8 @@
 /**
  * The lexer of Go's text/template (text/template/parse/lex.go), ported as a single forward scan:
  * every state consumes input or stops, and nothing backtracks over more than a couple of
- * characters, so lexing is linear in the template's length whatever it contains. (The regex this
- * replaces was cubic on `{{` followed by spaces: issue 13.)
+ * characters, so lexing is linear in the template's length whatever it contains (`{{` followed by
+ * many spaces included, which makes a regex-based splitter cubic).
  */
 import { scanFieldOrVariable, scanIdentifier, scanNumberItem, scanQuoted, scanRawQuote } from "./lex-operands.js";
 import { EOF, goRune, hasLeftTrimMarker, hasRightTrimMarker, isAlphaNumeric, isSpace, LEFT, RIGHT, Scanner, type Item } from "./lex-scanner.js";

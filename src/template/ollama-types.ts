@@ -48,7 +48,14 @@ function toTypeScriptType(p: Record<string, unknown>): string {
 }
 
 function mapToTypeScriptType(t: string): string {
-  return ({ string: "string", number: "number", integer: "number", boolean: "boolean", array: "any[]", object: "Record<string, any>", null: "null" } as Record<string, string>)[t] ?? "any";
+  return (
+    (
+      { string: "string", number: "number", integer: "number", boolean: "boolean", array: "any[]", object: "Record<string, any>", null: "null" } as Record<
+        string,
+        string
+      >
+    )[t] ?? "any"
+  );
 }
 
 /** *api.ToolPropertiesMap: an insertion-ordered map with no fields a template can read. */
@@ -130,7 +137,13 @@ export function templateTools(tools: unknown[] | undefined): unknown[] {
       const f = obj(t["function"]) ?? {};
       const p = obj(f["parameters"]) ?? {};
       const parameters = tagGo(
-        { Type: str(p["type"]), Defs: p["$defs"] ?? null, Items: p["items"] ?? null, Required: strings(p["required"]) ?? nilSlice("[]string"), Properties: templateProperties(p["properties"]) },
+        {
+          Type: str(p["type"]),
+          Defs: p["$defs"] ?? null,
+          Items: p["items"] ?? null,
+          Required: strings(p["required"]) ?? nilSlice("[]string"),
+          Properties: templateProperties(p["properties"]),
+        },
         TOOL_FUNCTION_PARAMETERS,
       );
       const fn = tagGo({ Name: str(f["name"]), Description: str(f["description"]), Parameters: parameters }, TOOL_FUNCTION);
@@ -148,7 +161,11 @@ function templateArgs(args: Record<string, unknown> | undefined): Record<string,
   );
 }
 
-const TOOL_CALL_FUNCTION: GoType = { kind: "struct", name: "template.templateToolCallFunction", fields: [{ name: "Index" }, { name: "Name" }, { name: "Arguments" }] };
+const TOOL_CALL_FUNCTION: GoType = {
+  kind: "struct",
+  name: "template.templateToolCallFunction",
+  fields: [{ name: "Index" }, { name: "Name" }, { name: "Arguments" }],
+};
 const TOOL_CALL: GoType = { kind: "struct", name: "template.templateToolCall", fields: [{ name: "ID" }, { name: "Function" }] };
 const MESSAGE: GoType = {
   kind: "struct",
@@ -175,7 +192,10 @@ export function templateMessages(messages: MessageIn[] | null): unknown[] {
         tagGo(
           {
             ID: str(tc.id),
-            Function: tagGo({ Index: BigInt(Math.trunc(tc.function.index ?? 0)), Name: str(tc.function.name), Arguments: templateArgs(tc.function.arguments) }, TOOL_CALL_FUNCTION),
+            Function: tagGo(
+              { Index: BigInt(Math.trunc(tc.function.index ?? 0)), Name: str(tc.function.name), Arguments: templateArgs(tc.function.arguments) },
+              TOOL_CALL_FUNCTION,
+            ),
           },
           TOOL_CALL,
         ),

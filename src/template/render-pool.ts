@@ -23,7 +23,9 @@ export interface RenderJob {
   limits: ExecLimits;
 }
 
-export type RenderReply = { id: number; heap: number } & ({ text: string; error?: undefined } | { text?: undefined; error: { status: number; message: string } });
+export type RenderReply = { id: number; heap: number } & (
+  { text: string; error?: undefined } | { text?: undefined; error: { status: number; message: string } }
+);
 
 /** Renders at once: the machine's cores less one for the event loop, at least 2, at most 4. */
 export const RENDER_WORKERS = Math.max(2, Math.min(4, os.availableParallelism() - 1));
@@ -95,7 +97,12 @@ class Slot {
     this.dead = true;
     const p = this.current;
     this.current = undefined;
-    if (p) p.reject(err.code === "ERR_WORKER_OUT_OF_MEMORY" ? new BadRequestError(`template: ${p.job.name}: template execution exceeded ${WORKER_HEAP_MB} MiB of memory`) : err);
+    if (p)
+      p.reject(
+        err.code === "ERR_WORKER_OUT_OF_MEMORY"
+          ? new BadRequestError(`template: ${p.job.name}: template execution exceeded ${WORKER_HEAP_MB} MiB of memory`)
+          : err,
+      );
     this.pool.replace(this);
   }
 }

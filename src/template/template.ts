@@ -6,7 +6,7 @@
 import { LRUCache } from "lru-cache";
 import { BadRequestError } from "../errors.js";
 import type { ListNode, Node } from "./ast.js";
-import { Budget, execute, TemplateExecError, type ExecLimits } from "./exec.js";
+import { type Budget, execute, TemplateExecError, type ExecLimits } from "./exec.js";
 import { FUNCS } from "./funcs.js";
 import { IdentifierError, identifiers } from "./walk.js";
 import { parse, TemplateSyntaxError } from "./parser.js";
@@ -67,7 +67,12 @@ function parseUncached(text: string, name: string, options: { appendResponse?: b
       // As Ollama's Parse: a template that never prints the response gets `{{ .Response }}` appended.
       const pos = text.length;
       const field = { type: "field" as const, pos, ident: ["Response"] };
-      root.nodes.push({ type: "action", pos, line: 0, pipe: { type: "pipe", pos, line: 0, isAssign: false, decl: [], cmds: [{ type: "command", pos, args: [field] }] } });
+      root.nodes.push({
+        type: "action",
+        pos,
+        line: 0,
+        pipe: { type: "pipe", pos, line: 0, isAssign: false, decl: [], cmds: [{ type: "command", pos, args: [field] }] },
+      });
       t.forgetVars();
     }
     return t;

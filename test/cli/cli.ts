@@ -93,7 +93,12 @@ export async function terminal(t: Test, url: string, args: string[], options: Te
   const wrapper = 'trap : INT; "$@"; s=$?; printf "%s" "$LMD_TEST_SHELL_PROMPT"; echo $s > "$0.tmp" && mv "$0.tmp" "$0"';
   const home = options.home ?? path.join(dir, "home");
   await mkdir(home, { recursive: true });
-  const env = [`SERVICE_HOST=${url}`, `HOME=${home}`, `LMD_TEST_SHELL_PROMPT=${options.shellPrompt ?? ""}`, ...Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`)].flatMap((e) => ["-e", e]);
+  const env = [
+    `SERVICE_HOST=${url}`,
+    `HOME=${home}`,
+    `LMD_TEST_SHELL_PROMPT=${options.shellPrompt ?? ""}`,
+    ...Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`),
+  ].flatMap((e) => ["-e", e]);
   await tmux("new-session", "-d", "-s", "lmd", "-x", "120", "-y", "40", ...env, "sh", "-c", wrapper, statusFile, process.execPath, MAIN, ...args);
   t.teardown(() => tmux("kill-server").catch(() => undefined));
   // -J joins the lines the terminal wrapped but keeps trailing blanks, cells erased with ESC[K

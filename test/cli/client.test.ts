@@ -1,5 +1,5 @@
 /**
- * The client library's rules (CONTRACT §7) against scripted node:http servers on loopback:
+ * The client library's rules (src/api/client.ts) against scripted node:http servers on loopback:
  * retries on >= 500 with growing delays and Retry-After, none on 4xx, the not-running message on
  * connection refused, and a timeout message naming the address and the limit.
  */

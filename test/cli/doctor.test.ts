@@ -11,7 +11,11 @@ import { forkDaemon, MAIN } from "../helpers/process.js";
 
 function doctor(env: Record<string, string>, as?: { uid: number; gid: number }): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [MAIN, "doctor"], { env: { PATH: process.env.PATH, HOME: "/nonexistent", SERVICE_GPU: "false", ...env }, stdio: ["ignore", "pipe", "pipe"], ...as });
+    const child = spawn(process.execPath, [MAIN, "doctor"], {
+      env: { PATH: process.env.PATH, HOME: "/nonexistent", SERVICE_GPU: "false", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+      ...as,
+    });
     let out = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));
     child.stderr.on("data", (d: Buffer) => (out += d.toString()));

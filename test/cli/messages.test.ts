@@ -19,7 +19,7 @@ t.test("an unknown flag: one short line, the command's usage, exit 2 — for eve
     t.equal(first, "Error: unknown flag: --json (a value that begins with '-' goes after '--')", `${command}: the message`);
     t.equal((first.match(/'/g) ?? []).length % 2, 0, `${command}: quotes are balanced`);
     t.notMatch(r.stderr, /To specify a positional argument/, `${command}: not Node's own text`);
-    t.match(r.stderr, /\nUsage:\n  lmd /, `${command}: the usage follows`);
+    t.match(r.stderr, /\nUsage:\n {2}lmd /, `${command}: the usage follows`);
     t.equal(r.stdout, "");
   }
   const missing = await lmd(url, ["run", "tiny", "--keepalive"]);

@@ -51,7 +51,10 @@ t.test("formatModelfile writes what parseModelfile reads back", async (t) => {
 t.test("mistakes name their line", async (t) => {
   const cases: [string, string][] = [
     ["PARAMETER temperature 0.7", "no FROM line"],
-    ["FROM x\nBOGUS y", `line 2: command must be one of "from", "license", "template", "system", "adapter", "draft", "renderer", "parser", "parameter", or "message"`],
+    [
+      "FROM x\nBOGUS y",
+      `line 2: command must be one of "from", "license", "template", "system", "adapter", "draft", "renderer", "parser", "parameter", or "message"`,
+    ],
     ["FROM x\nPARAMETER nope 1", "line 2: unknown parameter 'nope'"],
     ["FROM x\nPARAMETER num_ctx big", "line 2: invalid int value 'big' for parameter 'num_ctx'"],
     ["FROM x\nPARAMETER top_k 1.5", "line 2: invalid int value '1.5' for parameter 'top_k'"],
@@ -61,7 +64,11 @@ t.test("mistakes name their line", async (t) => {
     ["FROM", "line 1: FROM needs a value"],
   ];
   for (const [text, message] of cases) {
-    t.throws(() => parseModelfile(text), new ModelfileError(message.replace(/^line \d+: /, ""), Number(/^line (\d+)/.exec(message)?.[1]) || undefined), message);
+    t.throws(
+      () => parseModelfile(text),
+      new ModelfileError(message.replace(/^line \d+: /, ""), Number(/^line (\d+)/.exec(message)?.[1]) || undefined),
+      message,
+    );
   }
 });
 

@@ -42,7 +42,10 @@ t.test("lmd list shows the pulled model in an aligned table", async (t) => {
 t.test("create from a Modelfile with a local GGUF, then show, cp, rm", async (t) => {
   const dir = t.testdir({ "Modelfile": "" });
   await writeFile(path.join(dir, "model.gguf"), gguf);
-  await writeFile(path.join(dir, "Modelfile"), 'FROM ./model.gguf\nPARAMETER temperature 0.3\nPARAMETER stop "<end>"\nSYSTEM """You are terse.\nVery terse."""\n');
+  await writeFile(
+    path.join(dir, "Modelfile"),
+    'FROM ./model.gguf\nPARAMETER temperature 0.3\nPARAMETER stop "<end>"\nSYSTEM """You are terse.\nVery terse."""\n',
+  );
   const c = await lmd(url, ["create", "mine", "-f", path.join(dir, "Modelfile")]);
   t.equal(c.code, 0, c.stderr);
   t.match(c.stderr, /^success$/m);
@@ -51,8 +54,8 @@ t.test("create from a Modelfile with a local GGUF, then show, cp, rm", async (t)
   t.equal(sys.stdout, "You are terse.\nVery terse.\n");
   const info = await lmd(url, ["show", "mine"]);
   t.equal(info.code, 0, info.stderr);
-  t.match(info.stdout, /^  Model\n    architecture +llama$/m);
-  t.match(info.stdout, /^  Parameters\n[\s\S]*temperature +0\.3/m);
+  t.match(info.stdout, /^ {2}Model\n {4}architecture +llama$/m);
+  t.match(info.stdout, /^ {2}Parameters\n[\s\S]*temperature +0\.3/m);
   const mf = await lmd(url, ["show", "mine", "--modelfile"]);
   t.match(mf.stdout, /^FROM /m);
 

@@ -1,5 +1,5 @@
 /**
- * The interactive session of `lmd run` where Ollama users' habits live (issue 14, item 12), in a
+ * The interactive session of `lmd run` where Ollama users' habits live, in a
  * real terminal (tmux) against a real daemon: the dimmed `Send a message (/? for help)` placeholder,
  * Ctrl+D leaving the shell prompt on its own line, `/show parameters` with the session's own
  * parameters, `/set think|nothink|history|nohistory|wordwrap|nowordwrap`, `/save` and `/load`.

@@ -53,7 +53,7 @@ t.test("usage mistakes exit 2 and print the usage", async (t) => {
   t.match(r.stderr, /^Error: expected at least 1 argument\(s\), got 0\n\nRun a model/);
   const h = await lmd(url, ["pull", "--help"]);
   t.equal(h.code, 0);
-  t.match(h.stdout, /Usage:\n  lmd pull MODEL \[--insecure\]/);
+  t.match(h.stdout, /Usage:\n {2}lmd pull MODEL \[--insecure\]/);
 });
 
 t.test("version names the server's version", async (t) => {
@@ -92,7 +92,10 @@ t.test("interactive, in a terminal: streaming, Ctrl+C, /bye", { skip: terminalSk
   await term.keys(["C-c"]);
   await term.waitFor(new RegExp(`tell me a long story\\n[\\s\\S]+\\n${PROMPT}$`), 15_000);
   // Unbounded (up to 100,000 tokens, minutes even on a fast machine): only the Ctrl+C ends it this soon.
-  t.ok(await waitUntil(() => daemon.app.services.scheduler.list().every((m) => m.active === 0), 10_000), "the daemon stopped generating: the answer was cut short");
+  t.ok(
+    await waitUntil(() => daemon.app.services.scheduler.list().every((m) => m.active === 0), 10_000),
+    "the daemon stopped generating: the answer was cut short",
+  );
   t.equal(await term.exitStatus(), undefined, "still running after Ctrl+C");
 
   await term.keys(["/set parameter num_predict 3", "Enter"]);

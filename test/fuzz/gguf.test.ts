@@ -66,7 +66,10 @@ const mutation = (length: number) =>
     writes: fc.array(
       fc.record({
         at: fc.nat({ max: Math.max(0, length - 8) }),
-        value: fc.oneof(fc.constantFrom(0n, 1n, 2n ** 31n, 2n ** 32n - 1n, 2n ** 40n, 2n ** 62n, 2n ** 63n, 2n ** 64n - 1n), fc.bigInt({ min: 0n, max: 2n ** 64n - 1n })),
+        value: fc.oneof(
+          fc.constantFrom(0n, 1n, 2n ** 31n, 2n ** 32n - 1n, 2n ** 40n, 2n ** 62n, 2n ** 63n, 2n ** 64n - 1n),
+          fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+        ),
         width: fc.constantFrom(1, 4, 8),
       }),
       { minLength: 0, maxLength: 4 },

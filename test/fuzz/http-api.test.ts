@@ -10,7 +10,19 @@ import { postJson, startDaemon } from "../helpers/daemon.js";
 import { casesFor, runCases, SENTINEL } from "./bodies.js";
 import { checkAfterFuzz, FUZZ_ENV, runsPerEndpoint } from "./fuzz-daemon.js";
 
-const ENDPOINTS = ["POST /api/generate", "POST /api/chat", "POST /api/embed", "POST /api/embeddings", "POST /api/show", "POST /api/create", "POST /api/copy", "DELETE /api/delete", "POST /api/pull", "POST /api/push", "POST /api/rerank"];
+const ENDPOINTS = [
+  "POST /api/generate",
+  "POST /api/chat",
+  "POST /api/embed",
+  "POST /api/embeddings",
+  "POST /api/show",
+  "POST /api/create",
+  "POST /api/copy",
+  "DELETE /api/delete",
+  "POST /api/pull",
+  "POST /api/push",
+  "POST /api/rerank",
+];
 
 t.test("malformed bodies on every /api endpoint", async (t) => {
   const daemon = await startDaemon(t, { env: FUZZ_ENV, models: [{ name: SENTINEL }] });

@@ -10,7 +10,14 @@ import { startDaemon } from "../helpers/daemon.js";
 import { blobCases, casesFor, pathCases, runCases, SENTINEL } from "./bodies.js";
 import { checkAfterFuzz, FUZZ_ENV, runsPerEndpoint } from "./fuzz-daemon.js";
 
-const ENDPOINTS = ["POST /v1/chat/completions", "POST /v1/completions", "POST /v1/embeddings", "POST /v1/responses", "POST /v1/messages", "POST /v1/messages/count_tokens"];
+const ENDPOINTS = [
+  "POST /v1/chat/completions",
+  "POST /v1/completions",
+  "POST /v1/embeddings",
+  "POST /v1/responses",
+  "POST /v1/messages",
+  "POST /v1/messages/count_tokens",
+];
 
 t.test("malformed bodies on the /v1 endpoints, odd paths and odd digests", async (t) => {
   const daemon = await startDaemon(t, { env: FUZZ_ENV, models: [{ name: SENTINEL }] });

@@ -45,7 +45,11 @@ t.test("HTTPS on all interfaces and plain HTTP on loopback both start", async (t
   t.match(tlsGw.url, /^https:/);
   const plain = await forkGateway(t, { GATEWAY_API_KEYS: KEY, GATEWAY_HOST: "[::1]:0", GATEWAY_ALLOW_PLAINTEXT: "true" }, { waitListening: false });
   t.match(await plain.waitForLog((l) => l.msg === "lmd gateway listening"), { address: "::1", tls: false });
-  const mismatched = await forkGateway(t, { GATEWAY_API_KEYS: KEY, GATEWAY_TLS_CERT: cert, GATEWAY_TLS_KEY: makeCert(dir, "other").key }, { waitListening: false });
+  const mismatched = await forkGateway(
+    t,
+    { GATEWAY_API_KEYS: KEY, GATEWAY_TLS_CERT: cert, GATEWAY_TLS_KEY: makeCert(dir, "other").key },
+    { waitListening: false },
+  );
   t.same(await mismatched.exited, { code: 78, signal: null }, "a key that does not match the certificate: exit 78");
   t.match(mismatched.output(), /GATEWAY_TLS_KEY: .* do not form a usable TLS identity/);
 });
@@ -59,8 +63,15 @@ t.test("loadGatewayConfig: defaults and forms", async (t) => {
   t.equal(c.tls, undefined);
   t.equal(c.shutdownTimeoutMs, 30_000);
   t.equal(loadGatewayConfig({ GATEWAY_API_KEYS: KEY, GATEWAY_ALLOW_PLAINTEXT: "true", GATEWAY_HOST: "localhost:1", GATEWAY_UPSTREAM: "10.0.0.5:11434/" }).upstream, "http://10.0.0.5:11434");
-  t.same(loadGatewayConfig({ GATEWAY_API_KEYS: KEY, GATEWAY_TLS_CERT: "/c", GATEWAY_TLS_KEY: "/k" }).listen, { host: "", port: 11443 }, "default: all interfaces");
-  t.throws(() => loadGatewayConfig({ GATEWAY_API_KEYS: KEY, GATEWAY_ALLOW_PLAINTEXT: "true", GATEWAY_HOST: "127.0.0.1:99999" }), new ConfigError("GATEWAY_HOST", "port '99999' must be an integer between 0 and 65535"));
+  t.same(
+    loadGatewayConfig({ GATEWAY_API_KEYS: KEY, GATEWAY_TLS_CERT: "/c", GATEWAY_TLS_KEY: "/k" }).listen,
+    { host: "", port: 11443 },
+    "default: all interfaces",
+  );
+  t.throws(
+    () => loadGatewayConfig({ GATEWAY_API_KEYS: KEY, GATEWAY_ALLOW_PLAINTEXT: "true", GATEWAY_HOST: "127.0.0.1:99999" }),
+    new ConfigError("GATEWAY_HOST", "port '99999' must be an integer between 0 and 65535"),
+  );
 });
 
 t.test("the packaged env file lists every GATEWAY_* variable, commented out, with its default", async (t) => {

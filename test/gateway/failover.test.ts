@@ -32,9 +32,15 @@ t.test("rolling restart of three hosts behind HAProxy and nginx: zero failed req
 
   const ports = { haproxy: await freePort(), nginx: await freePort() };
   const servers = (prefix: string): [string, string][] => HOSTS.map((i) => [`${prefix}10.0.0.1${i}:11434`, `${prefix}${hostAddr(i)}:11434`]);
-  await writeFile(path.join(dir, "haproxy.cfg"), await render(t, "haproxy/haproxy.cfg", [["bind 127.0.0.1:11400", `bind 127.0.0.1:${ports.haproxy}`], ...servers(" ")]));
+  await writeFile(
+    path.join(dir, "haproxy.cfg"),
+    await render(t, "haproxy/haproxy.cfg", [["bind 127.0.0.1:11400", `bind 127.0.0.1:${ports.haproxy}`], ...servers(" ")]),
+  );
   const upstream = await render(t, "nginx/failover.conf", [["listen 127.0.0.1:11401;", `listen 127.0.0.1:${ports.nginx};`], ...servers(" ")]);
-  await writeFile(path.join(dir, "nginx.conf"), `pid ${dir}/nginx.pid;\nerror_log ${dir}/nginx-error.log;\nevents {}\nhttp {\n  access_log off;\n  client_body_temp_path ${dir}/body;\n  proxy_temp_path ${dir}/proxy;\n${upstream}\n}\n`);
+  await writeFile(
+    path.join(dir, "nginx.conf"),
+    `pid ${dir}/nginx.pid;\nerror_log ${dir}/nginx-error.log;\nevents {}\nhttp {\n  access_log off;\n  client_body_temp_path ${dir}/body;\n  proxy_temp_path ${dir}/proxy;\n${upstream}\n}\n`,
+  );
   t.equal(spawnSync(haproxy, ["-c", "-f", path.join(dir, "haproxy.cfg")]).status, 0, "haproxy -c accepts the example");
   startProxy(t, haproxy, ["-db", "-f", path.join(dir, "haproxy.cfg")]);
   startProxy(t, nginx, ["-c", path.join(dir, "nginx.conf"), "-g", "daemon off; master_process off;"]);

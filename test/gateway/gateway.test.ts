@@ -42,7 +42,12 @@ t.test("the gateway in front of a real daemon", async (t) => {
   t.test("401 without a key, with a wrong key, with a wrong bearer", async (t) => {
     await assertError(t, await fetch(`${url}/api/version`), 401, "missing credentials: send an X-API-Key header or an Authorization: Bearer token");
     await assertError(t, await fetch(`${url}/api/version`, { headers: { "x-api-key": "not-the-key-at-all" } }), 401, "invalid API key");
-    await assertError(t, await postJson(`${url}/api/generate`, gen, { headers: { "content-type": "application/json", "x-api-key": `${KEY}x` } }), 401, "invalid API key");
+    await assertError(
+      t,
+      await postJson(`${url}/api/generate`, gen, { headers: { "content-type": "application/json", "x-api-key": `${KEY}x` } }),
+      401,
+      "invalid API key",
+    );
     await assertError(t, await fetch(`${url}/`, { headers: { authorization: "Basic dXNlcjpwYXNz" } }), 401);
     const res = await fetch(`${url}/api/version`);
     t.equal(res.headers.get("www-authenticate"), 'Bearer realm="lmd"', "401 names the scheme");
@@ -87,9 +92,23 @@ t.test("the gateway in front of a real daemon", async (t) => {
     t.equal((await fetch(`${url}/api/version`, { headers: { authorization: `Bearer ${rs}` } })).status, 200, "valid RS256");
     const cases: [string, string, string | RegExp][] = [
       ["expired", await hs256({ sub: "alice" }, SECRET, Math.floor(Date.now() / 1000) - 3600), "invalid bearer token: token has expired"],
-      ["forged HS256 (wrong secret)", await hs256({ sub: "mallory" }, "another-secret-of-sufficient-length-xx"), "invalid bearer token: signature verification failed"],
-      ["forged RS256 (unknown key pair)", await new SignJWT({ sub: "mallory" }).setProtectedHeader({ alg: "RS256", kid: "k1" }).setExpirationTime("5m").sign(forger.privateKey), "invalid bearer token: signature verification failed"],
-      ["unsigned (alg none)", `${Buffer.from('{"alg":"none"}').toString("base64url")}.${Buffer.from(`{"sub":"x","exp":${Math.floor(Date.now() / 1000) + 300}}`).toString("base64url")}.`, "invalid bearer token: algorithm 'none' is not accepted"],
+      [
+        "forged HS256 (wrong secret)",
+        await hs256({ sub: "mallory" }, "another-secret-of-sufficient-length-xx"),
+        "invalid bearer token: signature verification failed",
+      ],
+      [
+        "forged RS256 (unknown key pair)",
+        await new SignJWT({ sub: "mallory" }).setProtectedHeader({ alg: "RS256", kid: "k1" }).setExpirationTime("5m").sign(forger.privateKey),
+        "invalid bearer token: signature verification failed",
+      ],
+      [
+        "unsigned (alg none)",
+        [{ alg: "none" }, { sub: "x", exp: Math.floor(Date.now() / 1000) + 300 }]
+          .map((part) => Buffer.from(JSON.stringify(part)).toString("base64url"))
+          .join(".") + ".",
+        "invalid bearer token: algorithm 'none' is not accepted",
+      ],
       ["no exp", await new SignJWT({ sub: "x" }).setProtectedHeader({ alg: "HS256" }).sign(new TextEncoder().encode(SECRET)), /^invalid bearer token: /],
       ["garbage", "abc.def", "invalid bearer token: malformed JWT"],
     ];
@@ -146,7 +165,12 @@ t.test("the headers sent upstream: no credentials, X-Forwarded-For set", async (
 
 t.test("429 past the rate limit, with Retry-After, per key", async (t) => {
   const { url: daemon } = await startDaemon(t, { models: [], env: { SERVICE_MODELS: path.join(tempDir(t), "store") } });
-  const gw = await forkGateway(t, { GATEWAY_UPSTREAM: daemon, GATEWAY_ALLOW_PLAINTEXT: "true", GATEWAY_API_KEYS: `${KEY},${OTHER_KEY}`, GATEWAY_RATE_LIMIT: "3" });
+  const gw = await forkGateway(t, {
+    GATEWAY_UPSTREAM: daemon,
+    GATEWAY_ALLOW_PLAINTEXT: "true",
+    GATEWAY_API_KEYS: `${KEY},${OTHER_KEY}`,
+    GATEWAY_RATE_LIMIT: "3",
+  });
   for (let i = 0; i < 3; i++) t.equal((await fetch(`${gw.url}/api/version`, { headers: { "x-api-key": KEY } })).status, 200, `request ${i + 1} of 3`);
   const res = await fetch(`${gw.url}/api/version`, { headers: { "x-api-key": KEY } });
   const retry = Number(res.headers.get("retry-after"));

@@ -1,5 +1,5 @@
 /**
- * Issue 13 items 6 and 14 (gateway): connection caps (total and per address, logged), the
+ * The gateway's abuse limits: connection caps (total and per address, logged), the
  * gateway's own 400/431 answers as `{"error"}`, a per-address limit on failed authentications,
  * and absolute-form request targets normalised before forwarding. Real sockets, an in-process
  * gateway in front of a tiny echo upstream (no model is needed to see what reaches the daemon).
@@ -25,7 +25,12 @@ async function setup(env: Record<string, string> = {}) {
   });
   await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r));
   const logs: Record<string, unknown>[] = [];
-  const sink = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split("\n")) if (l) logs.push(JSON.parse(l) as Record<string, unknown>); cb(); } });
+  const sink = new Writable({
+    write(chunk: Buffer, _e, cb) {
+      for (const l of chunk.toString().split("\n")) if (l) logs.push(JSON.parse(l) as Record<string, unknown>);
+      cb();
+    },
+  });
   const config = loadGatewayConfig({
     GATEWAY_HOST: "127.0.0.1:0", GATEWAY_ALLOW_PLAINTEXT: "true", GATEWAY_API_KEYS: KEY,
     GATEWAY_UPSTREAM: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`, GATEWAY_RATE_LIMIT: "0", ...env,
@@ -122,7 +127,7 @@ t.test("connections are capped in total and per client address, and logged", asy
 });
 
 t.test("1,040 silent sockets from 40 addresses: a valid key is served at once, the cap logged once", async (t) => {
-  // The defaults: 1024 in all, 64 per address. Silent sockets used to hold the cap for ~60 s.
+  // The defaults: 1024 in all, 64 per address. Silent sockets must not hold the cap until their timeout.
   const { port, logs } = await setup();
   const sockets: net.Socket[] = [];
   t.teardown(() => sockets.forEach((s) => s.destroy()));

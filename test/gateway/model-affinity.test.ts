@@ -78,7 +78,8 @@ t.test("model-affinity.cfg: one host per model while healthy, failover and retur
   const homeOf = new Map<string, number>();
   for (const name of ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]) {
     const before = await counts(SHOWN);
-    for (let n = 0; n < 3; n++) t.equal((await fetch(`${proxy}/api/show`, { method: "POST", headers: JSON_TYPE, body: JSON.stringify({ model: name }) })).status, 404);
+    for (let n = 0; n < 3; n++)
+      t.equal((await fetch(`${proxy}/api/show`, { method: "POST", headers: JSON_TYPE, body: JSON.stringify({ model: name }) })).status, 404);
     const moved = grown(before, await counts(SHOWN));
     t.equal(moved.size, 1, `every /api/show for '${name}' went to one host (${JSON.stringify([...moved])})`);
     homeOf.set(name, [...moved.keys()][0]!);
@@ -89,7 +90,11 @@ t.test("model-affinity.cfg: one host per model while healthy, failover and retur
   if (!b) return t.fail(`every candidate name hashed to host ${homeOf.get(a)}: ${JSON.stringify([...homeOf])}`);
   const [homeA, homeB] = [homeOf.get(a)!, homeOf.get(b)!];
   for (const i of HOSTS) {
-    for (const name of [a, b]) t.equal((await fetch(`${hostUrl(i)}/api/copy`, { method: "POST", headers: JSON_TYPE, body: JSON.stringify({ source: "demo", destination: name }) })).status, 200);
+    for (const name of [a, b])
+      t.equal(
+        (await fetch(`${hostUrl(i)}/api/copy`, { method: "POST", headers: JSON_TYPE, body: JSON.stringify({ source: "demo", destination: name }) })).status,
+        200,
+      );
   }
 
   const failed: string[] = [];

@@ -52,7 +52,11 @@ export class HostNet {
 
   /** `lmd serve` inside host i's namespace on port 11434, with its own store under `dir`. */
   startHost(t: Test, dir: string, i: number, env: Record<string, string> = {}): Promise<ForkedDaemon> {
-    return forkDaemon(t, { SERVICE_HOST: `${this.addr(i)}:11434`, SERVICE_MODELS: path.join(dir, `store-${i}`), SERVICE_SHUTDOWN_TIMEOUT: "20s", ...env }, { wrap: ["ip", "netns", "exec", this.ns(i)] });
+    return forkDaemon(
+      t,
+      { SERVICE_HOST: `${this.addr(i)}:11434`, SERVICE_MODELS: path.join(dir, `store-${i}`), SERVICE_SHUTDOWN_TIMEOUT: "20s", ...env },
+      { wrap: ["ip", "netns", "exec", this.ns(i)] },
+    );
   }
 }
 

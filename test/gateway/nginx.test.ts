@@ -65,7 +65,14 @@ t.test("nginx examples in front of real daemons", async (t) => {
     return d;
   }));
 
-  const ports = { basic: await freePort(), apiKey: await freePort(), authRequest: await freePort(), tls: await freePort(), http: await freePort(), lb: await freePort() };
+  const ports = {
+    basic: await freePort(),
+    apiKey: await freePort(),
+    authRequest: await freePort(),
+    tls: await freePort(),
+    http: await freePort(),
+    lb: await freePort(),
+  };
   const common = (port: number): [string, string][] => [
     ["listen 443 ssl http2;", `listen 127.0.0.1:${port} ssl http2;`],
     ["    listen [::]:443 ssl http2;\n", ""],

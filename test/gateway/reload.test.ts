@@ -50,7 +50,13 @@ t.test("HTTPS gateway: key and certificate rotation on SIGHUP, client disconnect
   await copyFile(one.key, keyFile);
   const keysFile = path.join(dir, "keys");
   await writeFile(keysFile, `${OLD_KEY}\n`);
-  const gw = await forkGateway(t, { GATEWAY_UPSTREAM: daemon, GATEWAY_KEYS_FILE: keysFile, GATEWAY_TLS_CERT: certFile, GATEWAY_TLS_KEY: keyFile, GATEWAY_RATE_LIMIT: "0" });
+  const gw = await forkGateway(t, {
+    GATEWAY_UPSTREAM: daemon,
+    GATEWAY_KEYS_FILE: keysFile,
+    GATEWAY_TLS_CERT: certFile,
+    GATEWAY_TLS_KEY: keyFile,
+    GATEWAY_RATE_LIMIT: "0",
+  });
   t.match(gw.url, /^https:/, "TLS is on");
   const port = Number(new URL(gw.url).port);
   const { fetch: httpsFetch, agent } = fetchTrusting(Buffer.concat(certs));

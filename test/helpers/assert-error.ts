@@ -1,5 +1,5 @@
 /**
- * The one assertion for error responses (CONTRACT §3): the status, a JSON content type, and a body
+ * The one assertion for error responses: the status, a JSON content type, and a body
  * that is exactly `{"error": "<string>"}` (equal to / matching `message` when given).
  */
 import type { Test } from "tap";
@@ -13,7 +13,8 @@ export interface RawResponse {
 
 /** Asserts an error response; returns the message for further checks. */
 export async function assertError(t: Test, res: Response | RawResponse, status: number, message?: string | RegExp): Promise<string> {
-  const { type, text } = res instanceof Response ? { type: res.headers.get("content-type"), text: await res.text() } : { type: res.headers?.["content-type"], text: res.body };
+  const { type, text } =
+    res instanceof Response ? { type: res.headers.get("content-type"), text: await res.text() } : { type: res.headers?.["content-type"], text: res.body };
   t.equal(res.status, status, `status ${status}`);
   t.match(String(type ?? ""), /^application\/json/, "content-type is JSON");
   let body: unknown;

@@ -47,8 +47,17 @@ export function recordBatches(context: LlamaContext): RecordedBatch[] {
   holder._ctx = new Proxy(native, {
     get(target, key) {
       const value = target[key as string];
-      if (key === "addToBatch") return (...args: unknown[]) => { items.push({ sequence: args[0] as number, tokens: (args[2] as Uint32Array).length }); return value!.apply(target, args); };
-      if (key === "decodeBatch") return (...args: unknown[]) => { batches.push({ at: performance.now(), items }); items = []; return value!.apply(target, args); };
+      if (key === "addToBatch")
+        return (...args: unknown[]) => {
+          items.push({ sequence: args[0] as number, tokens: (args[2] as Uint32Array).length });
+          return value!.apply(target, args);
+        };
+      if (key === "decodeBatch")
+        return (...args: unknown[]) => {
+          batches.push({ at: performance.now(), items });
+          items = [];
+          return value!.apply(target, args);
+        };
       return typeof value === "function" ? value.bind(target) : value;
     },
   });

@@ -119,7 +119,8 @@ export async function startChaosRegistry(t: Test, source: Pick<TestRegistry, "bl
     const behaviour = draw();
     stats.drawn.set(behaviour, (stats.drawn.get(behaviour) ?? 0) + 1);
     const reason = status === 200 ? "OK" : status === 206 ? "Partial Content" : "Not Found";
-    const headLines = (version: string, framing: string[]) => [`${version} ${status} ${reason}`, `Content-Type: ${type}`, ...extra, ...framing].join("\r\n") + "\r\n\r\n";
+    const headLines = (version: string, framing: string[]) =>
+      [`${version} ${status} ${reason}`, `Content-Type: ${type}`, ...extra, ...framing].join("\r\n") + "\r\n\r\n";
     const sized = (version: string, more: string[] = []) => headLines(version, [`Content-Length: ${body.length}`, ...more]);
     const part = () => body.subarray(0, Math.floor(random() * body.length));
     const chunked = (bad: boolean) => {

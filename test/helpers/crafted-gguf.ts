@@ -35,7 +35,10 @@ export interface CraftSpec {
 export const u32 = (n: number): Buffer => { const b = Buffer.alloc(4); b.writeUInt32LE(n >>> 0); return b; };
 export const u64 = (n: bigint | number): Buffer => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt.asUintN(64, BigInt(n))); return b; };
 /** A GGUF string: u64 length, then the bytes (`length` may lie). */
-export const gstr = (s: string | Buffer, length?: bigint): Buffer => { const b = Buffer.isBuffer(s) ? s : Buffer.from(s); return Buffer.concat([u64(length ?? BigInt(b.length)), b]); };
+export const gstr = (s: string | Buffer, length?: bigint): Buffer => {
+  const b = Buffer.isBuffer(s) ? s : Buffer.from(s);
+  return Buffer.concat([u64(length ?? BigInt(b.length)), b]);
+};
 
 /** Encoded metadata entries. */
 export const kv = {
@@ -60,7 +63,13 @@ export function buildGguf(spec: CraftSpec = {}): Buffer {
   const kvs = spec.kvs ?? baseKvs();
   const tensors = spec.tensors ?? baseTensors();
   const pad = (n: bigint) => ((n + BigInt(alignment) - 1n) / BigInt(alignment)) * BigInt(alignment);
-  const parts: Buffer[] = [Buffer.from(spec.magic ?? "GGUF", "latin1"), u32(spec.version ?? 3), u64(spec.tensorCount ?? BigInt(tensors.length)), u64(spec.kvCount ?? BigInt(kvs.length)), ...kvs];
+  const parts: Buffer[] = [
+    Buffer.from(spec.magic ?? "GGUF", "latin1"),
+    u32(spec.version ?? 3),
+    u64(spec.tensorCount ?? BigInt(tensors.length)),
+    u64(spec.kvCount ?? BigInt(kvs.length)),
+    ...kvs,
+  ];
   let offset = 0n;
   for (const t of tensors) {
     parts.push(gstr(t.name), u32(t.dims.length), ...t.dims.map((d) => u64(d)), u32(t.type), u64(t.offset ?? offset));

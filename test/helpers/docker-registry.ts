@@ -26,7 +26,27 @@ export function makeCa(dir: string): TestCa {
   execFileSync("openssl", ["req", "-x509", ...ec, "-days", "2", "-subj", "/CN=lmd test CA", "-keyout", f("ca.key"), "-out", f("ca.pem")], { stdio: "ignore" });
   execFileSync("openssl", ["req", ...ec, "-subj", "/CN=127.0.0.1", "-keyout", f("server.key"), "-out", f("server.csr")], { stdio: "ignore" });
   writeFileSync(f("server.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n");
-  execFileSync("openssl", ["x509", "-req", "-in", f("server.csr"), "-CA", f("ca.pem"), "-CAkey", f("ca.key"), "-CAcreateserial", "-days", "2", "-extfile", f("server.ext"), "-out", f("server.pem")], { stdio: "ignore" });
+  execFileSync(
+    "openssl",
+    [
+      "x509",
+      "-req",
+      "-in",
+      f("server.csr"),
+      "-CA",
+      f("ca.pem"),
+      "-CAkey",
+      f("ca.key"),
+      "-CAcreateserial",
+      "-days",
+      "2",
+      "-extfile",
+      f("server.ext"),
+      "-out",
+      f("server.pem"),
+    ],
+    { stdio: "ignore" },
+  );
   return { ca: f("ca.pem"), cert: f("server.pem"), key: f("server.key") };
 }
 
@@ -85,7 +105,10 @@ export async function startDistribution(t: Test, binary: string, dir: string, op
   const configFile = path.join(dir, "config.yml");
   writeFileSync(configFile, `${lines.join("\n")}\n`);
   // The registry is a Go program: SSL_CERT_FILE is the trust it uses for its upstream (proxy mode).
-  const child: ChildProcess = spawn(binary, ["serve", configFile], { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", SSL_CERT_FILE: options.tls.ca }, stdio: ["ignore", "pipe", "pipe"] });
+  const child: ChildProcess = spawn(binary, ["serve", configFile], {
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", SSL_CERT_FILE: options.tls.ca },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "";
   let stdout = "";
   child.stdout!.setEncoding("utf8").on("data", (d: string) => {

@@ -26,8 +26,22 @@ export interface Family {
 const tok = (id: number, content: string, special: boolean): AddedToken => ({ id, content, special });
 /** Qwen2.5's added tokens from 151646 on (151643-151645 are already in llama.cpp's qwen2 file). */
 const QWEN25_ADDED = [
-  ...["<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"].map((c, i) => tok(151646 + i, c, true)),
-  ...["<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"].map((c, i) => tok(151657 + i, c, false)),
+  ...[
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+  ].map((c, i) => tok(151646 + i, c, true)),
+  ...["<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"].map((c, i) =>
+    tok(151657 + i, c, false),
+  ),
 ];
 const QWEN3_ADDED = [...QWEN25_ADDED, ...["<tool_response>", "</tool_response>", "<think>", "</think>"].map((c, i) => tok(151665 + i, c, false))];
 const R1_QWEN_ADDED = [
@@ -44,14 +58,24 @@ export const FAMILIES: readonly Family[] = [
   { name: "qwen2.5", vocab: "qwen2", template: "Qwen-Qwen2.5-7B-Instruct" },
   {
     name: "qwen3", vocab: "qwen2", template: "Qwen-Qwen3-0.6B",
-    added: { tokens: QWEN3_ADDED, set: { "tokenizer.ggml.eos_token_id": u32(151645), "tokenizer.ggml.padding_token_id": u32(151643), "tokenizer.ggml.add_bos_token": bool(false) } },
+    added: {
+      tokens: QWEN3_ADDED,
+      set: { "tokenizer.ggml.eos_token_id": u32(151645), "tokenizer.ggml.padding_token_id": u32(151643), "tokenizer.ggml.add_bos_token": bool(false) },
+    },
   },
   { name: "qwen3.5", vocab: "qwen35", template: "Qwen3.5-4B" },
   {
     name: "deepseek-r1", vocab: "qwen2", template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
     added: {
       tokens: R1_QWEN_ADDED,
-      set: { "tokenizer.ggml.pre": { t: "str", v: "deepseek-r1-qwen" }, "tokenizer.ggml.bos_token_id": u32(151646), "tokenizer.ggml.eos_token_id": u32(151643), "tokenizer.ggml.padding_token_id": u32(151643), "tokenizer.ggml.add_bos_token": bool(true), "tokenizer.ggml.add_eos_token": bool(false) },
+      set: {
+        "tokenizer.ggml.pre": { t: "str", v: "deepseek-r1-qwen" },
+        "tokenizer.ggml.bos_token_id": u32(151646),
+        "tokenizer.ggml.eos_token_id": u32(151643),
+        "tokenizer.ggml.padding_token_id": u32(151643),
+        "tokenizer.ggml.add_bos_token": bool(true),
+        "tokenizer.ggml.add_eos_token": bool(false),
+      },
     },
   },
   { name: "gemma4", vocab: "gemma-4", template: "google-gemma-4-31B-it" },
@@ -72,5 +96,14 @@ export async function familyTokenizer(f: Family, src: string): Promise<CopiedTok
 /** make-model options of a tiny model of the family: a 32-wide embedding keeps even Gemma's 262k vocabulary at a few MB. */
 export async function familyModel(f: Family): Promise<MakeModelOptions> {
   const src = await llamaSrc();
-  return { preset: "tiny", embeddingLength: 32, heads: 2, kvHeads: 2, feedForwardLength: 64, layers: 1, tokenizer: await familyTokenizer(f, src), template: await readTemplate(f.template, src) };
+  return {
+    preset: "tiny",
+    embeddingLength: 32,
+    heads: 2,
+    kvHeads: 2,
+    feedForwardLength: 64,
+    layers: 1,
+    tokenizer: await familyTokenizer(f, src),
+    template: await readTemplate(f.template, src),
+  };
 }

@@ -53,13 +53,19 @@ export const FORMATS: Record<string, CallFormat> = {
     spec: "node-llama-cpp Gemma4ChatWrapper: call prefix <|tool_call>call:, name, params prefix {, JSON params, suffix }<tool_call|>; result <tool_response>response:NAME{ … }</tool_response>",
     call: '<|tool_call>call:get_weather{{"city": "Paris"}}<tool_call|>',
     result: '<tool_response>response:get_weather{{"temp": 21}}</tool_response>',
-    template: { call: '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>', why: "google-gemma-4-31B-it writes arguments as key:<|\"|>value<|\"|>, node-llama-cpp's Gemma 4 wrapper as JSON" },
+    template: {
+      call: '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>',
+      why: "google-gemma-4-31B-it writes arguments as key:<|\"|>value<|\"|>, node-llama-cpp's Gemma 4 wrapper as JSON",
+    },
   },
   "deepseek-r1": {
     spec: "node-llama-cpp DeepSeekChatWrapper: <function=NAME>JSON</function>; the result between <｜tool▁output▁begin｜> and <｜tool▁output▁end｜>",
     call: '<function=get_weather>{"city": "Paris"}</function>',
     result: '<｜tool▁output▁begin｜>{"temp": 21}<｜tool▁output▁end｜>',
-    template: { call: "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n", why: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B writes <｜tool▁call▁begin｜>…```json…; node-llama-cpp's DeepSeek wrapper <function=…>" },
+    template: {
+      call: "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n",
+      why: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B writes <｜tool▁call▁begin｜>…```json…; node-llama-cpp's DeepSeek wrapper <function=…>",
+    },
   },
 };
 
@@ -68,7 +74,10 @@ export const FORMATS: Record<string, CallFormat> = {
  * arguments as one `params` value): checked as todos only, not counted among the formats.
  */
 export const TEMPLATE_ONLY_FORMATS: Record<string, { call: string; why: string }> = {
-  "qwen3.5": { call: "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>", why: "Qwen3.5-4B writes one <parameter=NAME> per argument; node-llama-cpp renders <parameter=params> with the arguments as JSON" },
+  "qwen3.5": {
+    call: "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+    why: "Qwen3.5-4B writes one <parameter=NAME> per argument; node-llama-cpp renders <parameter=params> with the arguments as JSON",
+  },
 };
 
 /** The question of the thinking checks. */

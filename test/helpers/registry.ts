@@ -125,7 +125,13 @@ export async function startTestRegistry(t: Test, options: RegistryOptions = {}):
       if (start > end) return res.writeHead(416, { "content-range": `bytes */${data.length}` }).end();
     }
     const body = data.subarray(start, end + 1);
-    const headers = { "content-type": "application/octet-stream", "content-length": body.length, etag: `"${digest}"`, "accept-ranges": "bytes", ...(m ? { "content-range": `bytes ${start}-${end}/${data.length}` } : {}) };
+    const headers = {
+      "content-type": "application/octet-stream",
+      "content-length": body.length,
+      etag: `"${digest}"`,
+      "accept-ranges": "bytes",
+      ...(m ? { "content-range": `bytes ${start}-${end}/${data.length}` } : {}),
+    };
     res.writeHead(m ? 206 : 200, headers);
     if (req.method === "HEAD") return res.end();
     const count = (n: number) => stats.bytesServed.set(digest, (stats.bytesServed.get(digest) ?? 0) + n);
@@ -156,7 +162,9 @@ export async function startTestRegistry(t: Test, options: RegistryOptions = {}):
     serveBlob(req, res, m[1], "blobhost");
   });
 
-  const registry = http.createServer((req, res) => {
+  // Some routes answer after reading the body: the handler may return a promise, which node:http ignores.
+  const registry = http.createServer((req, res) => void registryRoute(req, res));
+  const registryRoute = (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? "/", "http://x");
     const fail = faults.failStatus;
     if (fail && fail.path.test(url.pathname) && (fail.times ?? Infinity) > 0) {
@@ -199,7 +207,7 @@ export async function startTestRegistry(t: Test, options: RegistryOptions = {}):
       return serveBlob(req, res, rest, "registry");
     }
     return uploadRoute(req, res, repo, rest, url);
-  });
+  };
 
   const manifestRoute = (req: IncomingMessage, res: ServerResponse, key: string) => {
     if (req.method === "PUT") {
@@ -272,7 +280,8 @@ export async function startTestRegistry(t: Test, options: RegistryOptions = {}):
     faults,
     addBlob,
     addModel(repo, tag, layers, config) {
-      const cfg = config ?? Buffer.from(JSON.stringify({ model_format: "gguf", model_family: "llama", model_families: ["llama"], model_type: "", file_type: "Q8_0" }));
+      const cfg =
+        config ?? Buffer.from(JSON.stringify({ model_format: "gguf", model_family: "llama", model_families: ["llama"], model_type: "", file_type: "Q8_0" }));
       const manifest = {
         schemaVersion: 2,
         mediaType: MANIFEST_TYPE,

@@ -29,7 +29,10 @@ export async function tracedRunner(
   { sequences, threads = 1, uvThreads = "1", streamIntervalMs }: { sequences: number; threads?: number; uvThreads?: string; streamIntervalMs?: number },
 ): Promise<TracedRunner> {
   const file = await testGguf({ preset: "small" });
-  const child = fork(childEntry(), [], { execArgv: ["--import", fileURLToPath(new URL("runner-trace.mjs", import.meta.url))], env: { ...process.env, UV_THREADPOOL_SIZE: uvThreads } });
+  const child = fork(childEntry(), [], {
+    execArgv: ["--import", fileURLToPath(new URL("runner-trace.mjs", import.meta.url))],
+    env: { ...process.env, UV_THREADPOOL_SIZE: uvThreads },
+  });
   t.teardown(() => child.kill("SIGKILL"));
   const received: Traced[] = [];
   const waiters: (() => void)[] = [];
@@ -41,7 +44,10 @@ export async function tracedRunner(
   const until = async (done: () => boolean): Promise<void> => {
     while (!done()) await new Promise<void>((r) => waiters.push(r));
   };
-  child.send({ type: "load", spec: { path: file, contextSize: 1024, sequences, threads, gpu: false, ...(streamIntervalMs !== undefined ? { streamIntervalMs } : {}) } });
+  child.send({
+    type: "load",
+    spec: { path: file, contextSize: 1024, sequences, threads, gpu: false, ...(streamIntervalMs !== undefined ? { streamIntervalMs } : {}) },
+  });
   await until(() => received.some((m) => m.type === "loaded" || m.type === "load-failed"));
   t.ok(received.some((m) => m.type === "loaded"), "the model loads", { received });
   const ended = (id: number) => received.find((m): m is Ended => (m.type === "done" || m.type === "failed") && m.id === id);
@@ -58,7 +64,18 @@ export async function tracedRunner(
 /** A story of `maxTokens` tokens, sampled with a seed. */
 export const storyJob = (seed: number, maxTokens = 48): GenerateJob => ({
   prompt: { kind: "text", text: `story ${seed}: once upon a time` },
-  sampling: { temperature: 0.8, topK: 40, topP: 0.9, minP: 0, seed, repeatPenalty: 1, repeatLastN: 64, presencePenalty: 0, frequencyPenalty: 0, penalizeNewline: true },
+  sampling: {
+    temperature: 0.8,
+    topK: 40,
+    topP: 0.9,
+    minP: 0,
+    seed,
+    repeatPenalty: 1,
+    repeatLastN: 64,
+    presencePenalty: 0,
+    frequencyPenalty: 0,
+    penalizeNewline: true,
+  },
   maxTokens,
   stop: [],
 });

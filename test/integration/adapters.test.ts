@@ -28,7 +28,12 @@ async function upload(file: string): Promise<string> {
 }
 
 async function greedy(model: string): Promise<string> {
-  const res = await postJson(`${url}/api/generate`, { model, prompt: "Once upon a time", stream: false, options: { temperature: 0, num_predict: 12, seed: 1 } });
+  const res = await postJson(`${url}/api/generate`, {
+    model,
+    prompt: "Once upon a time",
+    stream: false,
+    options: { temperature: 0, num_predict: 12, seed: 1 },
+  });
   t.equal(res.status, 200);
   return ((await res.json()) as { response: string }).response;
 }
@@ -86,7 +91,12 @@ t.test("an adapter that cannot apply is a 400 at create", async (t) => {
   const bertLora = await loraGguf({ base: await bertGguf() });
   await assertError(t, await create(bertLora), 400, "invalid adapter 'bad.gguf': adapter architecture 'bert' does not match the model's 'llama'");
   const wider = await loraGguf({ base: await testGguf({ preset: "tiny", embeddingLength: 96, heads: 4, kvHeads: 4 }) });
-  await assertError(t, await create(wider), 400, /^invalid adapter 'bad\.gguf': tensor 'blk\.0\.attn_q\.weight' has shape \[64, 64\] in the model, which lora_a \[96, 8\] and lora_b \[8, 96\] do not fit$/);
+  await assertError(
+    t,
+    await create(wider),
+    400,
+    /^invalid adapter 'bad\.gguf': tensor 'blk\.0\.attn_q\.weight' has shape \[64, 64\] in the model, which lora_a \[96, 8\] and lora_b \[8, 96\] do not fit$/,
+  );
   t.equal(await app.services.store.findModel("bad"), undefined, "nothing was stored");
 });
 
@@ -96,7 +106,8 @@ t.test("a LoRA adapter for the BERT encoder changes its embeddings", async (t) =
   const digest = await upload(await loraGguf({ base: bert }));
   const res = await postJson(`${url}/api/create`, { model: "bge-lora", from: "bge-tiny", adapters: { "bge-lora.gguf": digest }, stream: false });
   t.equal(res.status, 200, await res.clone().text());
-  const embed = async (model: string) => ((await (await postJson(`${url}/api/embed`, { model, input: "hello world" })).json()) as { embeddings: number[][] }).embeddings[0]!;
+  const embed = async (model: string) =>
+    ((await (await postJson(`${url}/api/embed`, { model, input: "hello world" })).json()) as { embeddings: number[][] }).embeddings[0]!;
   const [plain, adapted] = [await embed("bge-tiny"), await embed("bge-lora")];
   t.equal(adapted.length, plain.length);
   t.ok(Math.max(...plain.map((x, i) => Math.abs(x - adapted[i]!))) > 1e-3, "the adapter applies to embeddings too");

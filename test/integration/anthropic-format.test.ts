@@ -14,7 +14,12 @@ import { postJson, startDaemon } from "../helpers/daemon.js";
 /** Bounded values only: random weights rarely close a free string. */
 const SCHEMA = {
   type: "object",
-  properties: { answer: { type: "integer" }, sure: { type: "boolean" }, mood: { enum: ["calm", "busy"] }, scores: { type: "array", items: { type: "number" }, maxItems: 3 } },
+  properties: {
+    answer: { type: "integer" },
+    sure: { type: "boolean" },
+    mood: { enum: ["calm", "busy"] },
+    scores: { type: "array", items: { type: "number" }, maxItems: 3 },
+  },
   required: ["answer", "sure", "mood", "scores"],
   additionalProperties: false,
 } as const;

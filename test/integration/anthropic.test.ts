@@ -8,7 +8,11 @@ import t from "tap";
 import { postJson, startDaemon } from "../helpers/daemon.js";
 
 const tools: Anthropic.Tool[] = [
-  { name: "get_weather", description: "Current weather in a city", input_schema: { type: "object", properties: { city: { enum: ["Paris", "Tokyo"] } }, required: ["city"] } },
+  {
+    name: "get_weather",
+    description: "Current weather in a city",
+    input_schema: { type: "object", properties: { city: { enum: ["Paris", "Tokyo"] } }, required: ["city"] },
+  },
   { name: "get_time", input_schema: { type: "object", properties: { zone: { enum: ["UTC", "CET"] } }, required: ["zone"] } },
 ];
 
@@ -26,7 +30,15 @@ t.test("anthropic messages", async (t) => {
 
   t.test("create and stream give the same answer", async (t) => {
     const message = await client.messages.create({ ...base, system: "Be brief.", messages });
-    t.match(message, { id: /^msg_/, type: "message", role: "assistant", model: "chat", content: [{ type: "text", text: String }], stop_reason: /^(end_turn|max_tokens)$/, stop_sequence: null });
+    t.match(message, {
+      id: /^msg_/,
+      type: "message",
+      role: "assistant",
+      model: "chat",
+      content: [{ type: "text", text: String }],
+      stop_reason: /^(end_turn|max_tokens)$/,
+      stop_sequence: null,
+    });
     t.ok(message.usage.input_tokens > 0 && message.usage.output_tokens > 0, "usage counts both sides");
 
     const events: string[] = [];
@@ -39,7 +51,11 @@ t.test("anthropic messages", async (t) => {
     t.same(final.content, message.content, "the SDK's accumulated message is the same");
     t.same(final.usage, message.usage, "usage arrives in message_delta");
     t.equal(final.stop_reason, message.stop_reason);
-    t.same([events[0], events[1], events.at(-3), events.at(-2), events.at(-1)], ["message_start", "content_block_start", "content_block_stop", "message_delta", "message_stop"], "Anthropic's event order");
+    t.same(
+      [events[0], events[1], events.at(-3), events.at(-2), events.at(-1)],
+      ["message_start", "content_block_start", "content_block_stop", "message_delta", "message_stop"],
+      "Anthropic's event order",
+    );
   });
 
   t.test("max_tokens and stop_sequences", async (t) => {
@@ -56,18 +72,36 @@ t.test("anthropic messages", async (t) => {
   });
 
   t.test("tools: a forced tool_use, its tool_result fed back", async (t) => {
-    const first = await client.messages.create({ ...base, model: "tools", max_tokens: 60, temperature: 0.7, messages: [{ role: "user", content: "Weather in Paris?" }], tools, tool_choice: { type: "any" } });
+    const first = await client.messages.create({
+      ...base,
+      model: "tools",
+      max_tokens: 60,
+      temperature: 0.7,
+      messages: [{ role: "user", content: "Weather in Paris?" }],
+      tools,
+      tool_choice: { type: "any" },
+    });
     t.equal(first.stop_reason, "tool_use");
     const use = first.content.find((b): b is Anthropic.ToolUseBlock => b.type === "tool_use");
     t.ok(use, "a tool_use block");
     if (!use) return;
-    t.match(use, { id: /^toolu_/, name: /^(get_weather|get_time)$/, input: use.name === "get_weather" ? { city: /^(Paris|Tokyo)$/ } : { zone: /^(UTC|CET)$/ } });
+    t.match(use, {
+      id: /^toolu_/,
+      name: /^(get_weather|get_time)$/,
+      input: use.name === "get_weather" ? { city: /^(Paris|Tokyo)$/ } : { zone: /^(UTC|CET)$/ },
+    });
 
     const named = await client.messages.create({ ...base, model: "tools", max_tokens: 60, messages, tools, tool_choice: { type: "tool", name: "get_time" } });
     t.match(named.content.find((b) => b.type === "tool_use"), { name: "get_time", input: { zone: /^(UTC|CET)$/ } }, "tool_choice names the tool");
 
-    const streamed = await client.messages.stream({ ...base, model: "tools", max_tokens: 60, messages, tools, tool_choice: { type: "tool", name: "get_time" } }).finalMessage();
-    t.match(streamed.content.find((b) => b.type === "tool_use"), { type: "tool_use", name: "get_time", input: { zone: /^(UTC|CET)$/ } }, "input_json_delta is parsed by the SDK");
+    const streamed = await client.messages
+      .stream({ ...base, model: "tools", max_tokens: 60, messages, tools, tool_choice: { type: "tool", name: "get_time" } })
+      .finalMessage();
+    t.match(
+      streamed.content.find((b) => b.type === "tool_use"),
+      { type: "tool_use", name: "get_time", input: { zone: /^(UTC|CET)$/ } },
+      "input_json_delta is parsed by the SDK",
+    );
 
     const followUp = (result: string): Anthropic.MessageParam[] => [
       { role: "user", content: "Weather in Paris?" },
@@ -75,7 +109,13 @@ t.test("anthropic messages", async (t) => {
       { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: result }] },
     ];
     const short = await client.messages.create({ ...base, model: "tools", max_tokens: 2, messages: followUp("21C"), tools });
-    const long = await client.messages.create({ ...base, model: "tools", max_tokens: 2, messages: followUp("21C, clear sky, a light breeze from the west, low humidity"), tools });
+    const long = await client.messages.create({
+      ...base,
+      model: "tools",
+      max_tokens: 2,
+      messages: followUp("21C, clear sky, a light breeze from the west, low humidity"),
+      tools,
+    });
     t.match(short, { stop_reason: /^(end_turn|max_tokens)$/, content: [{ type: "text" }] });
     t.ok(long.usage.input_tokens > short.usage.input_tokens, "the tool result is rendered into the next prompt");
   });
@@ -100,7 +140,10 @@ t.test("anthropic messages", async (t) => {
     const noMax = await postJson(`${url}/v1/messages`, { model: "chat", messages });
     t.equal(noMax.status, 400);
     t.same(await noMax.json(), { error: "max_tokens is required" });
-    const image = await postJson(`${url}/v1/messages`, { ...base, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "AA==" } }] }] });
+    const image = await postJson(`${url}/v1/messages`, {
+      ...base,
+      messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "AA==" } }] }],
+    });
     t.same([image.status, await image.json()], [400, { error: "model 'chat' does not support images" }]);
     const wrongTool = await postJson(`${url}/v1/messages`, { ...base, model: "tools", messages, tools, tool_choice: { type: "tool", name: "nope" } });
     t.same([wrongTool.status, await wrongTool.json()], [400, { error: "invalid value for parameter 'tool_choice': tool 'nope' is not among the tools" }]);

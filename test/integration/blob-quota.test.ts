@@ -2,8 +2,8 @@
  * `/api/blobs` cannot fill the disk: blobs no model references count against
  * `SERVICE_MAX_UNREFERENCED_BLOBS` (507 naming it, refused as the upload streams or at once when
  * its length says so, nothing left behind), blobs a model references do not count, and
- * unreferenced blobs are removed after their grace period while the daemon runs (they used to
- * be removed only at the next start).
+ * unreferenced blobs are removed after their grace period while the daemon runs, not only at the
+ * next start.
  */
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";

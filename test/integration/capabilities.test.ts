@@ -1,5 +1,5 @@
 /**
- * Issue 12 item 9: `capabilities` in /api/show and /api/tags say what a model can do, in Ollama's
+ * `capabilities` in /api/show and /api/tags say what a model can do, in Ollama's
  * words and by Ollama's rules (server/images.go): `completion` or `embedding`; `tools`, `insert`,
  * `thinking` from the template in effect (a Go template layer, else the GGUF's Jinja template).
  * And, as Ollama: an embedding-only model on /api/generate or /api/chat is a 400
@@ -13,9 +13,11 @@ import { assertError } from "../helpers/assert-error.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
 import { bertGguf } from "../helpers/encoder-models.js";
 
-const JINJA_TOOLS_THINK = "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' %}<think></think>{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}{% if tools %}{{ tools | tojson }}{% endif %}";
+const JINJA_TOOLS_THINK =
+  "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' %}<think></think>{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}{% if tools %}{{ tools | tojson }}{% endif %}";
 const GO_TOOLS = "{{ if .Tools }}{{ .Tools }}{{ end }}{{ range .Messages }}{{ .Role }}: {{ .Content }}\n{{ end }}";
-const GO_SUFFIX_THINK = "{{ range .Messages }}{{ if .Thinking }}<think>{{ .Thinking }}</think>{{ end }}{{ .Content }}{{ end }}{{ if .Suffix }}<PRE>{{ .Prompt }}<SUF>{{ .Suffix }}{{ end }}";
+const GO_SUFFIX_THINK =
+  "{{ range .Messages }}{{ if .Thinking }}<think>{{ .Thinking }}</think>{{ end }}{{ .Content }}{{ end }}{{ if .Suffix }}<PRE>{{ .Prompt }}<SUF>{{ .Suffix }}{{ end }}";
 
 t.test("capabilities by Ollama's rules, in /api/show and /api/tags", async (t) => {
   const { url, app } = await startDaemon(t, {
@@ -55,8 +57,18 @@ t.test("an embedding model does not support generate or chat", async (t) => {
   await assertError(t, await postJson(`${url}/api/generate`, { model: "bge", prompt: "hi" }), 400, '"bge" does not support generate');
   await assertError(t, await postJson(`${url}/api/generate`, { model: "bge", prompt: "" }), 400, '"bge" does not support generate');
   await assertError(t, await postJson(`${url}/api/chat`, { model: "bge", messages: [{ role: "user", content: "hi" }] }), 400, '"bge" does not support chat');
-  await assertError(t, await postJson(`${url}/api/chat`, { model: "bge", messages: [{ role: "user", content: "hi" }], _debug_render_only: true }), 400, '"bge" does not support chat');
-  await assertError(t, await postJson(`${url}/v1/chat/completions`, { model: "bge", messages: [{ role: "user", content: "hi" }] }), 400, '"bge" does not support chat');
+  await assertError(
+    t,
+    await postJson(`${url}/api/chat`, { model: "bge", messages: [{ role: "user", content: "hi" }], _debug_render_only: true }),
+    400,
+    '"bge" does not support chat',
+  );
+  await assertError(
+    t,
+    await postJson(`${url}/v1/chat/completions`, { model: "bge", messages: [{ role: "user", content: "hi" }] }),
+    400,
+    '"bge" does not support chat',
+  );
   await assertError(t, await postJson(`${url}/v1/completions`, { model: "bge", prompt: "hi" }), 400, '"bge" does not support generate');
   const ps = (await (await fetch(`${url}/api/ps`)).json()) as { models: unknown[] };
   t.same(ps.models, [], "nothing was loaded");
@@ -92,11 +104,23 @@ t.test("tools on a model without the tools capability are a 400, as Ollama's Che
   const ps = (await (await fetch(`${url}/api/ps`)).json()) as { models: unknown[] };
   t.same(ps.models, [], "refused before anything was loaded");
 
-  const none = await postJson(`${url}/v1/chat/completions`, { model: "chatml", messages, tools: [{ type: "function", function: fn }], tool_choice: "none", max_tokens: 1 });
+  const none = await postJson(`${url}/v1/chat/completions`, {
+    model: "chatml",
+    messages,
+    tools: [{ type: "function", function: fn }],
+    tool_choice: "none",
+    max_tokens: 1,
+  });
   t.equal(none.status, 200, "tool_choice none: the tools are not offered, nothing is refused");
   const plain = await postJson(`${url}/api/chat`, { model: "chatml", messages, stream: false, options: { num_predict: 1 } });
   t.equal(plain.status, 200, "without tools it chats");
-  const capable = await postJson(`${url}/v1/chat/completions`, { model: "chatml-tools", messages, tools: [{ type: "function", function: fn }], tool_choice: "required", max_tokens: 40 });
+  const capable = await postJson(`${url}/v1/chat/completions`, {
+    model: "chatml-tools",
+    messages,
+    tools: [{ type: "function", function: fn }],
+    tool_choice: "required",
+    max_tokens: 40,
+  });
   const body = (await capable.json()) as { choices: { message: { tool_calls?: { function: { name: string } }[] } }[] };
   t.equal(body.choices[0]?.message.tool_calls?.[0]?.function.name, "get_weather", "a template that shows tools gets the forced call");
 });

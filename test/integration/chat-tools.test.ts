@@ -18,12 +18,22 @@ const weatherParams = {
 };
 const tools = [
   { type: "function", function: { name: "get_weather", description: "Current weather in a city", parameters: weatherParams } },
-  { type: "function", function: { name: "get_time", description: "Current time in a city", parameters: { type: "object", properties: { city: { enum: ["Paris", "Tokyo"] } }, required: ["city"] } } },
+  {
+    type: "function",
+    function: {
+      name: "get_time",
+      description: "Current time in a city",
+      parameters: { type: "object", properties: { city: { enum: ["Paris", "Tokyo"] } }, required: ["city"] },
+    },
+  },
 ];
 const options = { temperature: 0.7, seed: 11, max_tokens: 60 };
 
 interface Completion {
-  choices: { message: { role: string; content: string | null; tool_calls?: { id: string; type: string; function: { name: string; arguments: string } }[] }; finish_reason: string }[];
+  choices: {
+    message: { role: string; content: string | null; tool_calls?: { id: string; type: string; function: { name: string; arguments: string } }[] };
+    finish_reason: string;
+  }[];
   usage: { prompt_tokens: number; completion_tokens: number };
 }
 
@@ -51,7 +61,11 @@ t.test("tool calls", async (t) => {
 
     const followUp = (result: string) => [...question, choice.message, { role: "tool", tool_call_id: call.id, content: result }];
     const short = await v1({ messages: followUp('{"temp":21}'), tools, max_tokens: 4 });
-    const long = await v1({ messages: followUp('{"temp":21,"sky":"clear and bright with a light breeze from the west","humidity":"low"}'), tools, max_tokens: 4 });
+    const long = await v1({
+      messages: followUp('{"temp":21,"sky":"clear and bright with a light breeze from the west","humidity":"low"}'),
+      tools,
+      max_tokens: 4,
+    });
     t.match(short.choices[0], { finish_reason: /^(stop|length)$/, message: { role: "assistant", content: String } });
     t.ok(long.usage.prompt_tokens > short.usage.prompt_tokens, "the tool result is part of the next prompt");
   });
@@ -59,7 +73,10 @@ t.test("tool calls", async (t) => {
   t.test("a named tool_choice calls that tool", async (t) => {
     const body = await v1({ messages: question, tools, tool_choice: { type: "function", function: { name: "get_time" } } });
     t.equal(body.choices[0]?.message.tool_calls?.[0]?.function.name, "get_time");
-    t.ok(new Ajv().compile(tools[1]!.function.parameters)(JSON.parse(body.choices[0]?.message.tool_calls?.[0]?.function.arguments ?? "null")), "its arguments match its schema");
+    t.ok(
+      new Ajv().compile(tools[1]!.function.parameters)(JSON.parse(body.choices[0]?.message.tool_calls?.[0]?.function.arguments ?? "null")),
+      "its arguments match its schema",
+    );
   });
 
   t.test("tool_choice none: tools are not offered", async (t) => {
@@ -95,8 +112,26 @@ t.test("tool calls", async (t) => {
   });
 
   t.test("tool errors", async (t) => {
-    await assertError(t, await postJson(`${url}/v1/chat/completions`, { model: "chat", messages: question, tools, tool_choice: { type: "function", function: { name: "nope" } } }), 400, "invalid value for parameter 'tool_choice': tool 'nope' is not among the tools");
-    await assertError(t, await postJson(`${url}/v1/chat/completions`, { model: "chat", messages: question, tools: [tools[0], tools[0]] }), 400, "duplicate tool name 'get_weather'");
-    await assertError(t, await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "assistant", content: "", tool_calls: [{ function: { name: "f", arguments: "{not json" } }] }] }), 400, "invalid value for parameter 'messages[0].tool_calls[0].function.arguments': not valid JSON");
+    await assertError(
+      t,
+      await postJson(`${url}/v1/chat/completions`, { model: "chat", messages: question, tools, tool_choice: { type: "function", function: { name: "nope" } } }),
+      400,
+      "invalid value for parameter 'tool_choice': tool 'nope' is not among the tools",
+    );
+    await assertError(
+      t,
+      await postJson(`${url}/v1/chat/completions`, { model: "chat", messages: question, tools: [tools[0], tools[0]] }),
+      400,
+      "duplicate tool name 'get_weather'",
+    );
+    await assertError(
+      t,
+      await postJson(`${url}/api/chat`, {
+        model: "chat",
+        messages: [{ role: "assistant", content: "", tool_calls: [{ function: { name: "f", arguments: "{not json" } }] }],
+      }),
+      400,
+      "invalid value for parameter 'messages[0].tool_calls[0].function.arguments': not valid JSON",
+    );
   });
 });

@@ -23,12 +23,26 @@ t.test("/api/chat", async (t) => {
     // The same conversation written out by hand in ChatML and sent raw through /api/generate:
     // both requests start from a freshly loaded model (keep_alive 0), so nothing is cached.
     const rendered = `<|im_start|>system\n${SYSTEM}<|im_end|>\n<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n`;
-    const raw = await postJson(`${url}/api/generate`, { model: "chat", prompt: rendered, raw: true, stream: false, keep_alive: 0, options: { ...greedy, num_predict: 1 } });
+    const raw = await postJson(`${url}/api/generate`, {
+      model: "chat",
+      prompt: rendered,
+      raw: true,
+      stream: false,
+      keep_alive: 0,
+      options: { ...greedy, num_predict: 1 },
+    });
     const expected = ((await raw.json()) as { prompt_eval_count: number }).prompt_eval_count;
     const body = await chat({ messages: [{ role: "system", content: SYSTEM }, { role: "user", content: "Hello there" }], keep_alive: 0, options: greedy });
     t.equal(body.prompt_eval_count, expected, `chat evaluated the ChatML rendering (${expected} tokens)`);
     // Without the template's special tokens the same words are fewer tokens: the count tells them apart.
-    const plainRes = await postJson(`${url}/api/generate`, { model: "chat", prompt: `${SYSTEM}\nHello there\n`, raw: true, stream: false, keep_alive: 0, options: { ...greedy, num_predict: 1 } });
+    const plainRes = await postJson(`${url}/api/generate`, {
+      model: "chat",
+      prompt: `${SYSTEM}\nHello there\n`,
+      raw: true,
+      stream: false,
+      keep_alive: 0,
+      options: { ...greedy, num_predict: 1 },
+    });
     t.ok(((await plainRes.json()) as { prompt_eval_count: number }).prompt_eval_count < expected, "the template adds tokens");
     t.equal(body.message.role, "assistant");
     t.type(body.message.content, "string");
@@ -82,7 +96,11 @@ t.test("/api/chat", async (t) => {
       properties: { color: { enum: ["red", "green", "blue"] }, ok: { type: "boolean" }, size: { enum: ["small", "large"] } },
       required: ["color", "ok", "size"],
     };
-    const body = await chat({ messages: [{ role: "user", content: "Describe the sky as JSON" }], format: schema, options: { temperature: 0.9, seed: 3, num_predict: 200 } });
+    const body = await chat({
+      messages: [{ role: "user", content: "Describe the sky as JSON" }],
+      format: schema,
+      options: { temperature: 0.9, seed: 3, num_predict: 200 },
+    });
     t.equal(body.done_reason, "stop", "the grammar ended the answer");
     const answer = JSON.parse(body.message.content) as unknown;
     const validate = new Ajv().compile(schema);
@@ -90,19 +108,59 @@ t.test("/api/chat", async (t) => {
   });
 
   t.test("think", async (t) => {
-    await assertError(t, await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "user", content: "hi" }], think: true }), 400, '"chat" does not support thinking');
+    await assertError(
+      t,
+      await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "user", content: "hi" }], think: true }),
+      400,
+      '"chat" does not support thinking',
+    );
     const body = await chat({ messages: [{ role: "user", content: "hi" }], think: false, options: greedy });
     t.equal(body.done, true, "think:false is accepted on any model");
   });
 
   t.test("request errors", async (t) => {
     await assertError(t, await postJson(`${url}/api/chat`, { messages: [] }), 400, "model is required");
-    await assertError(t, await postJson(`${url}/api/chat`, { model: "nope", messages: [{ role: "user", content: "hi" }] }), 404, "model 'nope' not found, try pulling it first");
-    await assertError(t, await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "robot", content: "hi" }] }), 400, "invalid value for parameter 'messages[0].role': expected one of system, user, assistant, tool");
-    await assertError(t, await postJson(`${url}/api/chat`, { model: "chat", messages: "hi" }), 400, "invalid type for parameter 'messages': expected array or null");
-    await assertError(t, await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "user", content: "hi" }], options: { temperature: 3 } }), 400, "temperature must be between 0 and 2");
-    await assertError(t, await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "user", content: "hi", images: ["aGk="] }] }), 400, "model 'chat' does not support images");
-    await assertError(t, await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "user", content: "hi" }], format: 5 }), 400, "invalid type for parameter 'format': expected string or object");
-    await assertError(t, await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "user", content: "hi" }], format: "yaml" }), 400, `invalid value for parameter 'format': expected "json" or a JSON schema`);
+    await assertError(
+      t,
+      await postJson(`${url}/api/chat`, { model: "nope", messages: [{ role: "user", content: "hi" }] }),
+      404,
+      "model 'nope' not found, try pulling it first",
+    );
+    await assertError(
+      t,
+      await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "robot", content: "hi" }] }),
+      400,
+      "invalid value for parameter 'messages[0].role': expected one of system, user, assistant, tool",
+    );
+    await assertError(
+      t,
+      await postJson(`${url}/api/chat`, { model: "chat", messages: "hi" }),
+      400,
+      "invalid type for parameter 'messages': expected array or null",
+    );
+    await assertError(
+      t,
+      await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "user", content: "hi" }], options: { temperature: 3 } }),
+      400,
+      "temperature must be between 0 and 2",
+    );
+    await assertError(
+      t,
+      await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "user", content: "hi", images: ["aGk="] }] }),
+      400,
+      "model 'chat' does not support images",
+    );
+    await assertError(
+      t,
+      await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "user", content: "hi" }], format: 5 }),
+      400,
+      "invalid type for parameter 'format': expected string or object",
+    );
+    await assertError(
+      t,
+      await postJson(`${url}/api/chat`, { model: "chat", messages: [{ role: "user", content: "hi" }], format: "yaml" }),
+      400,
+      `invalid value for parameter 'format': expected "json" or a JSON schema`,
+    );
   });
 });

@@ -55,7 +55,15 @@ t.test("client libraries", async (t) => {
     t.match(completion, { object: "chat.completion", choices: [{ message: { role: "assistant", content: String } }], usage: { completion_tokens: Number } });
     let streamed = "";
     let usage: OpenAI.CompletionUsage | undefined;
-    const stream = await openai.chat.completions.create({ model: "chat", messages, temperature: 0, max_tokens: 6, seed: 1, stream: true, stream_options: { include_usage: true } });
+    const stream = await openai.chat.completions.create({
+      model: "chat",
+      messages,
+      temperature: 0,
+      max_tokens: 6,
+      seed: 1,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     for await (const chunk of stream) {
       streamed += chunk.choices[0]?.delta.content ?? "";
       usage = chunk.usage ?? usage;
@@ -67,7 +75,9 @@ t.test("client libraries", async (t) => {
       model: "chat",
       messages,
       max_tokens: 60,
-      tools: [{ type: "function", function: { name: "pick", parameters: { type: "object", properties: { color: { enum: ["red", "blue"] } }, required: ["color"] } } }],
+      tools: [
+        { type: "function", function: { name: "pick", parameters: { type: "object", properties: { color: { enum: ["red", "blue"] } }, required: ["color"] } } },
+      ],
       tool_choice: "required",
     });
     const call = forced.choices[0]?.message.tool_calls?.[0];

@@ -9,7 +9,12 @@ import { postJson, readNdjson, startDaemon } from "../helpers/daemon.js";
 t.test("8 concurrent streams on 8 slots all complete", async (t) => {
   const { url, app } = await startDaemon(t, { env: { SERVICE_NUM_PARALLEL: "8" } });
   const results = await Promise.all(Array.from({ length: 8 }, async (_, i) => {
-    const res = await postJson(`${url}/api/generate`, { model: "tiny", prompt: `${i} once upon a time`, raw: true, options: { num_predict: 32, seed: i, temperature: 0.8 } });
+    const res = await postJson(`${url}/api/generate`, {
+      model: "tiny",
+      prompt: `${i} once upon a time`,
+      raw: true,
+      options: { num_predict: 32, seed: i, temperature: 0.8 },
+    });
     t.equal(res.status, 200, `stream ${i} started`);
     return readNdjson(res);
   }));
@@ -33,10 +38,18 @@ t.test("a new request is served while three others stream on the same model", as
   const { url, app } = await startDaemon(t, { env: { SERVICE_NUM_PARALLEL: "4", SERVICE_MAX_PREDICT: "1000000" } });
   const active = () => app.services.scheduler.list()[0]?.active ?? 0;
   // A first request on each slot, so that every sequence holds old tokens the next one must clear.
-  await Promise.all(Array.from({ length: 4 }, (_, i) => postJson(`${url}/api/generate`, { model: "tiny", prompt: `warm ${i}`, stream: false, options: { num_predict: 2 } }).then((r) => r.json())));
+  await Promise.all(
+    Array.from({ length: 4 }, (_, i) =>
+      postJson(`${url}/api/generate`, { model: "tiny", prompt: `warm ${i}`, stream: false, options: { num_predict: 2 } }).then((r) => r.json()),
+    ),
+  );
   const stop = new AbortController();
   const streams = Array.from({ length: 3 }, async (_, i) => {
-    const res = await postJson(`${url}/api/generate`, { model: "tiny", prompt: `${i} once upon a time`, raw: true, options: { num_predict: -1, seed: i, temperature: 0.8 } }, { signal: stop.signal });
+    const res = await postJson(
+      `${url}/api/generate`,
+      { model: "tiny", prompt: `${i} once upon a time`, raw: true, options: { num_predict: -1, seed: i, temperature: 0.8 } },
+      { signal: stop.signal },
+    );
     const reader = res.body!.getReader();
     for (;;) if ((await reader.read().catch(() => ({ done: true }))).done) return;
   });
@@ -45,7 +58,10 @@ t.test("a new request is served while three others stream on the same model", as
     return cond();
   };
   t.ok(await until(() => active() === 3), "three streams running");
-  const next = postJson(`${url}/api/generate`, { model: "tiny", prompt: "a new question", stream: false, options: { num_predict: 4 } }).then(async (r) => ({ status: r.status, body: (await r.json()) as { done: boolean; eval_count: number } }));
+  const next = postJson(`${url}/api/generate`, { model: "tiny", prompt: "a new question", stream: false, options: { num_predict: 4 } }).then(async (r) => ({
+    status: r.status,
+    body: (await r.json()) as { done: boolean; eval_count: number },
+  }));
   // Bounded only so that a starved request fails the test instead of hanging it (the streams run for minutes).
   let timer: NodeJS.Timeout | undefined;
   const result = await Promise.race([next, new Promise<undefined>((r) => (timer = setTimeout(r, 120_000)))]);

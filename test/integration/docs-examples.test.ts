@@ -1,5 +1,5 @@
 /**
- * Docs a newcomer can run (issue 14 item 13): every ```sh block in README.md and docs/*.md made
+ * Docs a newcomer can run: every ```sh block in README.md and docs/*.md made
  * only of `curl ... http://127.0.0.1:11434/...` commands is run, in document order, against a fresh
  * daemon that serves the built-in demo model (as `npm start` does), with curl failing on any HTTP
  * error status. Examples that need something else (a registry, a second host) are ```text blocks.
@@ -30,7 +30,8 @@ function examples(file: string): Example[] {
     const body: string[] = [];
     for (i++; i < lines.length && lines[i]?.trim() !== "```"; i++) body.push(lines[i] ?? "");
     const commands = body.join("\n").replace(/\\\n/g, " ").split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"));
-    if (commands.length > 0 && commands.every((c) => c.startsWith("curl ") && c.includes(`${DEFAULT}/`))) out.push({ file, line: start, script: commands.join("\n") });
+    if (commands.length > 0 && commands.every((c) => c.startsWith("curl ") && c.includes(`${DEFAULT}/`)))
+      out.push({ file, line: start, script: commands.join("\n") });
   }
   return out;
 }
@@ -47,7 +48,9 @@ t.test("every curl example in the docs runs against a fresh daemon", async (t) =
       t.pass(`${ex.file}:${ex.line} runs`);
     } catch (err) {
       const e = err as { status?: number; stdout?: string; stderr?: string };
-      t.fail(`${ex.file}:${ex.line} failed (exit ${e.status}): ${(e.stderr ?? "").slice(0, 300)} ${(e.stdout ?? "").slice(0, 300)}\n${ex.script.slice(0, 300)}`);
+      t.fail(
+        `${ex.file}:${ex.line} failed (exit ${e.status}): ${(e.stderr ?? "").slice(0, 300)} ${(e.stdout ?? "").slice(0, 300)}\n${ex.script.slice(0, 300)}`,
+      );
     }
   }
 });

@@ -18,7 +18,10 @@ const norm = (v: readonly number[]) => Math.hypot(...v);
 
 t.test("embeddings", async (t) => {
   // A short context so that "too long" is cheap to reach.
-  const { url, app } = await startDaemon(t, { env: { SERVICE_CONTEXT_LENGTH: "128" }, models: [{ name: "chat", make: { preset: "tiny", chatTemplate: "chatml" } }] });
+  const { url, app } = await startDaemon(t, {
+    env: { SERVICE_CONTEXT_LENGTH: "128" },
+    models: [{ name: "chat", make: { preset: "tiny", chatTemplate: "chatml" } }],
+  });
   const embed = async (body: Record<string, unknown>) => {
     const res = await postJson(`${url}/api/embed`, { model: "chat", ...body });
     t.equal(res.status, 200, "status 200");
@@ -58,7 +61,12 @@ t.test("embeddings", async (t) => {
     t.equal(body.prompt_eval_count, contextLength - 1, "cut to fit the context by default");
     const head = await embed({ input: long, truncate: true });
     t.same(head.embeddings, body.embeddings, "truncate:true is the default");
-    await assertError(t, await postJson(`${url}/api/embed`, { model: "chat", input: ["short", long], truncate: false }), 400, /^input length exceeds maximum context length/);
+    await assertError(
+      t,
+      await postJson(`${url}/api/embed`, { model: "chat", input: ["short", long], truncate: false }),
+      400,
+      /^input length exceeds maximum context length/,
+    );
   });
 
   t.test("/api/embeddings: the older form, not normalized", async (t) => {

@@ -1,5 +1,5 @@
 /**
- * Issue 12 items 9 and 10 on the real daemon and runner: `images` on /api/generate is refused
+ * On the real daemon and runner: `images` on /api/generate is refused
  * (node-llama-cpp has no vision), and a request without `seed` draws a fresh random seed while
  * a request with one reproduces.
  */
@@ -12,14 +12,24 @@ t.test("seeds and images", async (t) => {
   // Two slots: the unseeded pair runs at the same moment, inside one wall-clock second.
   const { url } = await startDaemon(t, { env: { SERVICE_NUM_PARALLEL: "2" }, models: [{ name: "tiny" }] });
   const generate = async (options: Record<string, unknown>) => {
-    const res = await postJson(`${url}/api/generate`, { model: "tiny", prompt: "Once upon a time", stream: false, options: { num_predict: 16, temperature: 1.5, top_k: 0, top_p: 1, ...options } });
+    const res = await postJson(`${url}/api/generate`, {
+      model: "tiny",
+      prompt: "Once upon a time",
+      stream: false,
+      options: { num_predict: 16, temperature: 1.5, top_k: 0, top_p: 1, ...options },
+    });
     const body = (await res.json()) as { response: string; error?: string };
     t.equal(res.status, 200, body.error ?? "generated");
     return body.response;
   };
 
   t.test("images on generate → 400", async (t) => {
-    await assertError(t, await postJson(`${url}/api/generate`, { model: "tiny", prompt: "describe", images: ["aGk="] }), 400, "model 'tiny' does not support images");
+    await assertError(
+      t,
+      await postJson(`${url}/api/generate`, { model: "tiny", prompt: "describe", images: ["aGk="] }),
+      400,
+      "model 'tiny' does not support images",
+    );
     const ok = await postJson(`${url}/api/generate`, { model: "tiny", prompt: "hi", images: [], stream: false, options: { num_predict: 1 } });
     t.equal(ok.status, 200, "an empty images list is no image");
   });

@@ -1,5 +1,5 @@
 /**
- * Issue 12 "Must show" on real families, part 2 (models as in families.test.ts, the same cached
+ * Real families, part 2 (models as in families.test.ts, the same cached
  * files): a forced tool call round trips in four call formats, and thinking on two thinking families.
  * - Round trip: `tool_choice: "required"` on /v1 makes the answer open in the family's call syntax
  *   (name and arguments under grammar: random weights never call by themselves); lmd returns it as
@@ -34,29 +34,47 @@ t.test("real families: tool call round trips and thinking", async (t) => {
     t.equal(res.status, 200, json.error ?? "status 200");
     return json;
   };
-  const render = async (t: Test, model: string, messages: unknown[]) => (await chat(t, { model, tools, messages, _debug_render_only: true }))._debug_info?.rendered_template ?? "";
+  const render = async (t: Test, model: string, messages: unknown[]) =>
+    (await chat(t, { model, tools, messages, _debug_render_only: true }))._debug_info?.rendered_template ?? "";
 
   for (const f of families) {
     t.test(f.name, async (t) => {
       const format = FORMATS[f.name];
       const templateOnly = TEMPLATE_ONLY_FORMATS[f.name];
       if (format || templateOnly) {
-        const res = await postJson(`${url}/v1/chat/completions`, { model: f.name, messages: question, tools, tool_choice: "required", temperature: 0, max_tokens: 40 });
-        const body = (await res.json()) as { choices: { message: { tool_calls?: { function: { name: string; arguments: string } }[] }; finish_reason: string }[] };
+        const res = await postJson(`${url}/v1/chat/completions`, {
+          model: f.name,
+          messages: question,
+          tools,
+          tool_choice: "required",
+          temperature: 0,
+          max_tokens: 40,
+        });
+        const body = (await res.json()) as {
+          choices: { message: { tool_calls?: { function: { name: string; arguments: string } }[] }; finish_reason: string }[];
+        };
         const call = body.choices[0]?.message.tool_calls?.[0];
         t.equal(body.choices[0]?.finish_reason, "tool_calls", "the forced answer is a tool call");
         t.equal(call?.function.name, "get_weather", "the tool's name");
         t.same(JSON.parse(call?.function.arguments ?? "null"), { city: "Paris" }, "its arguments");
         // The call as the client got it goes back with its result on /api/chat.
-        const back = { role: "assistant", content: "", tool_calls: [{ function: { name: call?.function.name ?? "", arguments: JSON.parse(call?.function.arguments ?? "{}") as unknown } }] };
-        const [next, original] = await Promise.all([render(t, f.name, [...question, back, resultMessage]), render(t, f.name, [...question, callMessage, resultMessage])]);
+        const back = {
+          role: "assistant",
+          content: "",
+          tool_calls: [{ function: { name: call?.function.name ?? "", arguments: JSON.parse(call?.function.arguments ?? "{}") as unknown } }],
+        };
+        const [next, original] = await Promise.all([
+          render(t, f.name, [...question, back, resultMessage]),
+          render(t, f.name, [...question, callMessage, resultMessage]),
+        ]);
         t.equal(next, original, "the round trip renders the same conversation");
         if (format) {
           t.ok(next.includes(format.call), `the call in the family's format (${format.spec}): ${JSON.stringify(format.call)}`);
           t.ok(next.includes(format.result), `the result in the family's format: ${JSON.stringify(format.result)}`);
         }
         const template = format?.template ?? templateOnly;
-        if (template) t.ok(next.includes(template.call), `the call as the family's template writes it: ${JSON.stringify(template.call)}`, { todo: template.why });
+        if (template)
+          t.ok(next.includes(template.call), `the call as the family's template writes it: ${JSON.stringify(template.call)}`, { todo: template.why });
       }
 
       const thinking = THINKING[f.name];
@@ -64,7 +82,11 @@ t.test("real families: tool call round trips and thinking", async (t) => {
         const ask = { model: f.name, messages: [{ role: "user", content: THINK_QUESTION }], options: { temperature: 0, num_predict: 8 } };
         for (const think of [true, undefined, false]) {
           const rendered = (await chat(t, { ...ask, think, _debug_render_only: true }))._debug_info?.rendered_template;
-          t.equal(rendered, think === false ? thinking.off : thinking.on, `think: ${think}: the prompt as the template writes it with enable_thinking=${think !== false}`);
+          t.equal(
+            rendered,
+            think === false ? thinking.off : thinking.on,
+            `think: ${think}: the prompt as the template writes it with enable_thinking=${think !== false}`,
+          );
         }
         if (thinking.opens) {
           const on = await chat(t, { ...ask, think: true });
@@ -76,7 +98,13 @@ t.test("real families: tool call round trips and thinking", async (t) => {
         t.ok((off.message?.content ?? "").length > 0, "the tokens are content");
         // /api/generate renders the same prompt (a user turn) and splits its output the same way.
         const gen = async (body: Record<string, unknown>) => {
-          const res = await postJson(`${url}/api/generate`, { model: f.name, prompt: THINK_QUESTION, stream: false, options: { temperature: 0, num_predict: 8 }, ...body });
+          const res = await postJson(`${url}/api/generate`, {
+            model: f.name,
+            prompt: THINK_QUESTION,
+            stream: false,
+            options: { temperature: 0, num_predict: 8 },
+            ...body,
+          });
           t.equal(res.status, 200, "generate: status 200");
           return (await res.json()) as { response?: string; thinking?: string; _debug_info?: { rendered_template: string } };
         };

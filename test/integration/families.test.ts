@@ -1,5 +1,5 @@
 /**
- * Issue 12 "Must show" on nine real families (test/helpers/families.ts): models written by
+ * Nine real families (test/helpers/families.ts) served as they would be: models written by
  * make-model with a family's real vocabulary (every `tokenizer.*` key of llama.cpp's
  * `models/ggml-vocab-*.gguf`, Qwen 3 and DeepSeek-R1 with their own added tokens) and chat
  * template, random weights, one model per family. Per family:
@@ -56,7 +56,8 @@ t.test("real families: tokenizer vectors, template, rendering", async (t) => {
     t.test(`${f.name} (ggml-vocab-${f.vocab}, ${f.template})`, async (t) => {
       const cases = await vectors(vocabPath(src, f.vocab));
       // The first request loads the model; the rest go together.
-      const tokenize = async (content: string) => ((await (await postJson(`${url}/api/tokenize`, { model: f.name, content, parse_special: false })).json()) as { tokens: number[] }).tokens;
+      const tokenize = async (content: string) =>
+        ((await (await postJson(`${url}/api/tokenize`, { model: f.name, content, parse_special: false })).json()) as { tokens: number[] }).tokens;
       const first = await tokenize(cases[0]!.text);
       const got = [first, ...(await Promise.all(cases.slice(1).map((c) => tokenize(c.text))))];
       let same = 0;
@@ -73,18 +74,36 @@ t.test("real families: tokenizer vectors, template, rendering", async (t) => {
       // its call and result included, still renders.
       const toolless = NO_TOOLS.has(f.name);
       t.equal(show.capabilities.includes("tools"), !toolless, toolless ? "its template shows no tools" : "its template shows tools");
-      if (toolless) await assertError(t, await postJson(`${url}/api/chat`, { model: f.name, stream: false, tools, messages: question, _debug_render_only: true }), 400, `registry.ollama.ai/library/${f.name}:latest does not support tools`);
-      const res = await postJson(`${url}/api/chat`, { model: f.name, stream: false, ...(toolless ? {} : { tools }), messages: [...question, callMessage, resultMessage], _debug_render_only: true });
+      if (toolless)
+        await assertError(
+          t,
+          await postJson(`${url}/api/chat`, { model: f.name, stream: false, tools, messages: question, _debug_render_only: true }),
+          400,
+          `registry.ollama.ai/library/${f.name}:latest does not support tools`,
+        );
+      const res = await postJson(`${url}/api/chat`, {
+        model: f.name,
+        stream: false,
+        ...(toolless ? {} : { tools }),
+        messages: [...question, callMessage, resultMessage],
+        _debug_render_only: true,
+      });
       const body = (await res.json()) as { _debug_info?: { rendered_template: string }; error?: string };
       t.equal(res.status, 200, body.error ?? "rendered");
       const expected = await renderings.get(f.name)!;
-      t.equal(body._debug_info?.rendered_template, expected.text, `system, user, assistant and tool turns render as node-llama-cpp renders them (${expected.wrapper})`);
+      t.equal(
+        body._debug_info?.rendered_template,
+        expected.text,
+        `system, user, assistant and tool turns render as node-llama-cpp renders them (${expected.wrapper})`,
+      );
 
       // SentencePiece (Phi-3's): the text is the tokens' pieces, the first token's leading space
       // included, as Ollama sends them (the prompt rendered by the GGUF template, node-llama-cpp's completion).
       if (await sentencePiece(files.get(f.name)!)) {
         const decode = await ollamaDecoder(files.get(f.name)!);
-        const r = (await (await postJson(`${url}/api/generate`, { model: f.name, prompt: "Hello", stream: false, options: { temperature: 0, num_predict: 8 } })).json()) as { response: string; context: number[]; eval_count: number };
+        const r = (await (
+          await postJson(`${url}/api/generate`, { model: f.name, prompt: "Hello", stream: false, options: { temperature: 0, num_predict: 8 } })
+        ).json()) as { response: string; context: number[]; eval_count: number };
         const generated = r.context.slice(-r.eval_count);
         t.ok(decode(generated.slice(0, 1)).startsWith(" "), `the first token's piece starts with a space: ${JSON.stringify(decode(generated.slice(0, 1)))}`);
         t.equal(r.response, decode(generated), "the response is the generated tokens' pieces");

@@ -1,5 +1,5 @@
 /**
- * Faults (issue 9): the daemon SIGKILLed in the middle of a blob upload leaves a store that is
+ * Faults: the daemon SIGKILLed in the middle of a blob upload leaves a store that is
  * consistent after a restart (no temporary file, no partial blob, the upload can be redone); a
  * runner SIGKILLed mid-stream ends only its own stream, the other loaded model carries on in its
  * own runner, and the next request reloads the killed one.
@@ -68,7 +68,10 @@ function sizeOf(file: string): number {
 }
 
 t.test("a runner SIGKILLed mid-stream: the other model is unaffected, the next request reloads", async (t) => {
-  const { url, app } = await startDaemon(t, { env: { SERVICE_MAX_LOADED_MODELS: "2" }, models: [{ name: "one" }, { name: "two", make: { preset: "tiny", seed: 2 } }] });
+  const { url, app } = await startDaemon(t, {
+    env: { SERVICE_MAX_LOADED_MODELS: "2" },
+    models: [{ name: "one" }, { name: "two", make: { preset: "tiny", seed: 2 } }],
+  });
   const { scheduler } = app.services;
   const stream = async (model: string, numPredict: number) => {
     const res = await postJson(`${url}/api/generate`, { model, prompt: "Keep going", options: { temperature: 0, num_predict: numPredict } });

@@ -1,5 +1,5 @@
 /**
- * Slow and greedy clients (issue 9): a client that sends half a request head, or stops in the
+ * Slow and greedy clients: a client that sends half a request head, or stops in the
  * middle of a body (JSON or a blob upload), is answered 408 and disconnected within the limits;
  * a connection beyond the cap replaces an idle one, or is closed at once when all are busy; the
  * daemon keeps serving meanwhile. The limits are shortened here through createApp's `httpLimits`

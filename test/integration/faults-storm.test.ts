@@ -1,5 +1,5 @@
 /**
- * A client-disconnect storm (issue 9): hundreds of requests of every kind (streams, non-streams,
+ * A client-disconnect storm: hundreds of requests of every kind (streams, non-streams,
  * chat, /v1, embeddings, half-sent bodies) aborted at random points: while queued, while the model
  * loads, mid-stream, mid-body. Afterwards no slot is busy, nothing is queued, no temporary file is
  * left, and the daemon serves the next request at once.
@@ -27,8 +27,20 @@ t.test("hundreds of aborted requests leave no busy slot behind", async (t) => {
   const kinds: Array<[string, (signal: AbortSignal) => Promise<unknown>]> = [
     ["generate stream", (signal) => postJson(`${url}/api/generate`, gen, { signal }).then((r) => r.text())],
     ["generate", (signal) => postJson(`${url}/api/generate`, { ...gen, stream: false, options: { num_predict: 30 } }, { signal }).then((r) => r.text())],
-    ["chat stream", (signal) => postJson(`${url}/api/chat`, { model: "tiny", messages: [{ role: "user", content: "hi" }], options: { num_predict: 200 } }, { signal }).then((r) => r.text())],
-    ["v1 stream", (signal) => postJson(`${url}/v1/chat/completions`, { model: "tiny", stream: true, max_tokens: 200, messages: [{ role: "user", content: "hi" }] }, { signal }).then((r) => r.text())],
+    [
+      "chat stream",
+      (signal) =>
+        postJson(`${url}/api/chat`, { model: "tiny", messages: [{ role: "user", content: "hi" }], options: { num_predict: 200 } }, { signal }).then((r) =>
+          r.text(),
+        ),
+    ],
+    [
+      "v1 stream",
+      (signal) =>
+        postJson(`${url}/v1/chat/completions`, { model: "tiny", stream: true, max_tokens: 200, messages: [{ role: "user", content: "hi" }] }, { signal }).then(
+          (r) => r.text(),
+        ),
+    ],
     ["embed", (signal) => postJson(`${url}/api/embed`, { model: "tiny", input: ["a", "b"] }, { signal }).then((r) => r.text())],
     ["half a body", (signal) => halfBody(port, signal)],
   ];
@@ -54,7 +66,10 @@ t.test("hundreds of aborted requests leave no busy slot behind", async (t) => {
       }),
     );
   }
-  t.ok([...outcomes.entries()].filter(([k]) => k.endsWith("aborted")).reduce((n, [, v]) => n + v, 0) > TOTAL / 3, `outcomes: ${JSON.stringify(Object.fromEntries(outcomes))}`);
+  t.ok(
+    [...outcomes.entries()].filter(([k]) => k.endsWith("aborted")).reduce((n, [, v]) => n + v, 0) > TOTAL / 3,
+    `outcomes: ${JSON.stringify(Object.fromEntries(outcomes))}`,
+  );
   const deadline = Date.now() + 20_000;
   while ((scheduler.list().some((m) => m.active > 0) || scheduler.queueDepth > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   t.same(scheduler.list().map((m) => m.active), scheduler.list().map(() => 0), "no busy slot");
@@ -69,7 +84,9 @@ t.test("hundreds of aborted requests leave no busy slot behind", async (t) => {
 /** Sends the head and part of a JSON body, then nothing; the socket is closed on abort. */
 function halfBody(port: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    const s = net.connect(port, "127.0.0.1", () => s.write('POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"model":"tiny","pro'));
+    const s = net.connect(port, "127.0.0.1", () =>
+      s.write('POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"model":"tiny","pro'),
+    );
     s.on("error", () => undefined);
     s.on("close", () => resolve());
     signal.addEventListener("abort", () => { s.destroy(); reject(new Error("aborted")); }, { once: true });

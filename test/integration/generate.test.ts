@@ -68,7 +68,13 @@ t.test("the seed's rules", async (t) => {
       (await fetch(`${url}/`, { headers })).status,
       (await fetch(`${url}/api/missing`, { headers })).status,
       (await fetch(`${url}/api/generate`, { method: "POST", headers, body: "{}" })).status,
-      (await fetch(`${url}/api/generate`, { method: "POST", headers, body: JSON.stringify({ model: "tiny", prompt: "x", stream: false, options: { num_predict: 1 } }) })).status,
+      (
+        await fetch(`${url}/api/generate`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ model: "tiny", prompt: "x", stream: false, options: { num_predict: 1 } }),
+        })
+      ).status,
     ];
     t.same(statuses, [200, 200, 404, 400, 200]);
   });
@@ -107,7 +113,13 @@ t.test("generation on the real runner", async (t) => {
   const gen = async (body: Record<string, unknown>) => {
     const res = await postJson(`${url}/api/generate`, { model: "tiny", stream: false, ...body });
     t.equal(res.status, 200, "status 200");
-    return (await res.json()) as Record<string, unknown> & { response: string; eval_count: number; prompt_eval_count: number; done_reason: string; context: number[] };
+    return (await res.json()) as Record<string, unknown> & {
+      response: string;
+      eval_count: number;
+      prompt_eval_count: number;
+      done_reason: string;
+      context: number[];
+    };
   };
 
   t.test("same seed and temperature 0 give identical text", async (t) => {
@@ -195,7 +207,12 @@ t.test("generation on the real runner", async (t) => {
 
   t.test("raw, system and template", async (t) => {
     const raw = await gen({ prompt: "abc", raw: true, options: greedy });
-    const templated = await gen({ prompt: "abc", template: "{{ if .System }}{{ .System }} {{ end }}Q: {{ .Prompt }} A:", system: "Be brief.", options: greedy });
+    const templated = await gen({
+      prompt: "abc",
+      template: "{{ if .System }}{{ .System }} {{ end }}Q: {{ .Prompt }} A:",
+      system: "Be brief.",
+      options: greedy,
+    });
     t.ok(templated.prompt_eval_count > raw.prompt_eval_count, "the template and system add tokens");
     const fimTemplate = "<PRE> {{ .Prompt }} <SUF>{{ .Suffix }} <MID>";
     const withSuffix = await gen({ prompt: "def f(", suffix: "return the value", template: fimTemplate, options: { ...greedy, num_predict: 1 } });
@@ -221,7 +238,11 @@ t.test("generation on the real runner", async (t) => {
 t.test("a client that disconnects frees its slot", async (t) => {
   const { url, app } = await startDaemon(t, { env: { SERVICE_NUM_PARALLEL: "1" } });
   const ac = new AbortController();
-  const res = await postJson(`${url}/api/generate`, { model: "tiny", prompt: "Go on forever", options: { temperature: 0, num_predict: 100000 } }, { signal: ac.signal });
+  const res = await postJson(
+    `${url}/api/generate`,
+    { model: "tiny", prompt: "Go on forever", options: { temperature: 0, num_predict: 100000 } },
+    { signal: ac.signal },
+  );
   const reader = res.body!.getReader();
   await reader.read(); // the first chunk: generation is running
   ac.abort();

@@ -23,6 +23,7 @@ t.test("gpt-oss through its Go template, as Ollama serves it", async (t) => {
   });
   const post = async (path: string, body: Record<string, unknown>) => {
     const res = await postJson(`${url}${path}`, { stream: false, ...body });
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON answer whose fields the assertions read by path
     return { status: res.status, body: (await res.json()) as Record<string, any> };
   };
   const render = async (body: Record<string, unknown>, path = "/api/chat") => {
@@ -44,7 +45,10 @@ t.test("gpt-oss through its Go template, as Ollama serves it", async (t) => {
     t.match(await render({ messages: question, think: "high" }), /\n\nReasoning: high\n\n/);
     t.match(await render({ messages: question, think: "max" }), /\n\nReasoning: high\n\n/, "max is high for harmony (as Ollama)");
     t.notMatch(await render({ messages: question, think: false }), /Reasoning/);
-    t.match(await render({ prompt: "Hi", think: "low" }, "/api/generate"), /\n\nReasoning: low\n\n.*<\|start\|>user<\|message\|>Hi<\|end\|><\|start\|>assistant$/s);
+    t.match(
+      await render({ prompt: "Hi", think: "low" }, "/api/generate"),
+      /\n\nReasoning: low\n\n.*<\|start\|>user<\|message\|>Hi<\|end\|><\|start\|>assistant$/s,
+    );
     const chat = await post("/api/chat", { model: "oss", messages: question, think: false, options });
     t.equal(chat.status, 200, "think: false runs");
   });
@@ -60,8 +64,10 @@ t.test("gpt-oss through its Go template, as Ollama serves it", async (t) => {
   const chat = async (messages: unknown[], stream: boolean, extra: Record<string, unknown> = {}) => {
     const res = await postJson(`${url}/api/chat`, { model: "oss", messages, stream, logprobs: true, options, ...extra });
     t.equal(res.status, 200);
-    const lines = stream ? await readNdjson(res) : [(await res.json()) as Record<string, any>];
-    const joined = (f: (l: Record<string, any>) => string | undefined) => lines.map((l) => f(l) ?? "").join("");
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON lines whose fields the assertions read by path
+    type Line = Record<string, any>;
+    const lines = stream ? await readNdjson(res) : [(await res.json()) as Line];
+    const joined = (f: (l: Line) => string | undefined) => lines.map((l) => f(l) ?? "").join("");
     return {
       thinking: joined((l) => l["message"]?.thinking),
       content: joined((l) => l["message"]?.content),

@@ -33,7 +33,11 @@ t.test("healthz answers without a model; readyz follows load, busy slots and dra
 
   // Its only slot busy with a stream: not ready for this model, the daemon itself still ready.
   const abort = new AbortController();
-  const stream = await postJson(`${url}/api/generate`, { model: "tiny", prompt: "Once", raw: true, options: { num_predict: 100_000 } }, { signal: abort.signal });
+  const stream = await postJson(
+    `${url}/api/generate`,
+    { model: "tiny", prompt: "Once", raw: true, options: { num_predict: 100_000 } },
+    { signal: abort.signal },
+  );
   const reader = stream.body!.getReader();
   await reader.read(); // the first token: the slot is held
   await assertError(t, await fetch(`${url}/readyz?model=tiny`), 503, "model 'tiny' has no free slot (0 waiting)");

@@ -1,5 +1,5 @@
 /**
- * Issue 13 item 2: a web page must not drive the API through the user's browser. Every state-changing
+ * A web page must not drive the API through the user's browser. Every state-changing
  * endpoint gets the "simple" requests a page can send without a preflight (text/plain bodies) from a
  * foreign origin, from `Origin: null` (sandboxed frames, file pages) and with only the browser's
  * `Sec-Fetch-Site: cross-site`: each is refused with 403 before its body is read, and the store is

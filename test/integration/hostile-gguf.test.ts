@@ -1,5 +1,5 @@
 /**
- * Crafted GGUF files through the API (issue 9): each is refused by `/api/create` with 400, and a
+ * Crafted GGUF files through the API: each is refused by `/api/create` with 400, and a
  * store that already holds one (copied in from elsewhere) answers 500 `failed to load model
  * '<name>': corrupt model file: <detail>` quickly, without forking a runner for it. A file that is
  * structurally sound but that llama.cpp cannot load does reach a runner, and that failure stays in
@@ -20,7 +20,7 @@ const sha = (b: Buffer) => `sha256:${createHash("sha256").update(b).digest("hex"
 
 // Counts every child process this test process starts (fork and spawn both go through it).
 let spawned = 0;
-const realSpawn = ChildProcess.prototype.spawn; // eslint-disable-line @typescript-eslint/unbound-method
+const realSpawn = ChildProcess.prototype.spawn;
 ChildProcess.prototype.spawn = function (this: ChildProcess, ...args: Parameters<ChildProcess["spawn"]>) {
   spawned++;
   return realSpawn.apply(this, args);

@@ -1,5 +1,5 @@
 /**
- * Issue 13 item 15: a GGUF whose Jinja chat template loops (nested `range(100000)`) must not pin
+ * A GGUF whose Jinja chat template loops (nested `range(100000)`) must not pin
  * its runner nor stop other models serving. node-llama-cpp renders the template while the model
  * loads (its chat-wrapper check), so the load's no-progress bound (SERVICE_LOAD_TIMEOUT) kills the
  * runner and answers 500; the parent's event loop and the other runners are untouched. A template
@@ -22,10 +22,20 @@ t.test("a looping chat template is bounded and other models keep serving", async
   // Another model is loaded and serving before the hostile one arrives.
   t.equal((await postJson(`${url}/api/generate`, { model: "tiny", prompt: "hi", stream: false, options: { num_predict: 1 } })).status, 200);
   const t0 = performance.now();
-  const chat = postJson(`${url}/api/chat`, { model: "loop", messages: [{ role: "user", content: "hi" }], stream: false }, { signal: AbortSignal.timeout(90_000) })
-    .then(async (r) => ({ status: r.status, body: await r.text(), ms: performance.now() - t0 }), (e: Error) => ({ status: 0, body: e.message, ms: performance.now() - t0 }));
+  const chat = postJson(
+    `${url}/api/chat`,
+    { model: "loop", messages: [{ role: "user", content: "hi" }], stream: false },
+    { signal: AbortSignal.timeout(90_000) },
+  ).then(
+    async (r) => ({ status: r.status, body: await r.text(), ms: performance.now() - t0 }),
+    (e: Error) => ({ status: 0, body: e.message, ms: performance.now() - t0 }),
+  );
   await new Promise((r) => setTimeout(r, 2000));
-  const other = await postJson(`${url}/api/generate`, { model: "tiny", prompt: "hi", stream: false, options: { num_predict: 2 } }, { signal: AbortSignal.timeout(60_000) });
+  const other = await postJson(
+    `${url}/api/generate`,
+    { model: "tiny", prompt: "hi", stream: false, options: { num_predict: 2 } },
+    { signal: AbortSignal.timeout(60_000) },
+  );
   const otherMs = performance.now() - t0;
   t.equal(other.status, 200, `another model serves meanwhile (${other.status} ${(await other.clone().text()).slice(0, 200)} at ${Math.round(otherMs)} ms)`);
   const c = await chat;
@@ -53,9 +63,14 @@ t.test("a chat template that loops only on some chats is bounded by SERVICE_REND
     models: [{ name: "tiny" }, { name: "bomb", make: { preset: "tiny", template: LOOP_ON_LONG_CHATS } }],
   });
   const short = [{ role: "user", content: "hi" }];
-  const chat = (messages: unknown[], ms: number) => postJson(`${url}/api/chat`, { model: "bomb", messages, stream: false, options: { num_predict: 2 } }, { signal: AbortSignal.timeout(ms) });
+  const chat = (messages: unknown[], ms: number) =>
+    postJson(`${url}/api/chat`, { model: "bomb", messages, stream: false, options: { num_predict: 2 } }, { signal: AbortSignal.timeout(ms) });
   t.equal((await chat(short, 60_000)).status, 200, "the model loads and serves a short chat");
-  t.equal((await postJson(`${url}/api/generate`, { model: "tiny", prompt: "hi", stream: false, options: { num_predict: 1 } })).status, 200, "another model is loaded");
+  t.equal(
+    (await postJson(`${url}/api/generate`, { model: "tiny", prompt: "hi", stream: false, options: { num_predict: 1 } })).status,
+    200,
+    "another model is loaded",
+  );
 
   const long = Array.from({ length: 13 }, (_, i) => ({ role: i % 2 === 0 ? "user" : "assistant", content: `turn ${i}` }));
   const t0 = performance.now();
@@ -64,7 +79,9 @@ t.test("a chat template that loops only on some chats is bounded by SERVICE_REND
     (err: Error) => ({ res: undefined, ms: performance.now() - t0, err }),
   );
   // Another model is asked while the template loops.
-  const other = new Promise((r) => setTimeout(r, 500)).then(() => postJson(`${url}/api/generate`, { model: "tiny", prompt: "hi", stream: false, options: { num_predict: 2 } }, { signal: AbortSignal.timeout(30_000) }));
+  const other = new Promise((r) => setTimeout(r, 500)).then(() =>
+    postJson(`${url}/api/generate`, { model: "tiny", prompt: "hi", stream: false, options: { num_predict: 2 } }, { signal: AbortSignal.timeout(30_000) }),
+  );
   const slowest = await slowestVersionWhile(url, hostile);
   const h = await hostile;
   t.ok(h.res, `the looping chat was answered (${Math.round(h.ms)} ms)`);

@@ -1,5 +1,5 @@
 /**
- * Issue 13 item 4: a keep_alive too long for a Date or a timer is "forever" (as Ollama treats
+ * A keep_alive too long for a Date or a timer is "forever" (as Ollama treats
  * huge durations), reported consistently, and no input makes a read-only endpoint fail. Timeouts
  * in the configuration that no timer can hold are refused at start instead of firing at once.
  */
@@ -28,7 +28,13 @@ t.test("huge keep_alive values mean forever and /api/ps keeps answering", async 
 });
 
 t.test("timeouts no timer can hold are configuration errors", async (t) => {
-  t.throws(() => loadConfig({ SERVICE_SHUTDOWN_TIMEOUT: "9999999h" }), { message: "invalid configuration: SERVICE_SHUTDOWN_TIMEOUT: must be at most 24 days (596h)" });
+  t.throws(() => loadConfig({ SERVICE_SHUTDOWN_TIMEOUT: "9999999h" }), {
+    message: "invalid configuration: SERVICE_SHUTDOWN_TIMEOUT: must be at most 24 days (596h)",
+  });
   t.throws(() => loadConfig({ SERVICE_LOAD_TIMEOUT: "100000h" }), { message: "invalid configuration: SERVICE_LOAD_TIMEOUT: must be at most 24 days (596h)" });
-  t.equal(loadConfig({ SERVICE_KEEP_ALIVE: "9999999999999999h" }).keepAliveMs > 0, true, "a huge default keep-alive is accepted (the scheduler treats it as forever)");
+  t.equal(
+    loadConfig({ SERVICE_KEEP_ALIVE: "9999999999999999h" }).keepAliveMs > 0,
+    true,
+    "a huge default keep-alive is accepted (the scheduler treats it as forever)",
+  );
 });

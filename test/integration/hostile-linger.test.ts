@@ -1,5 +1,5 @@
 /**
- * Issue 17 and issue 13 item 7: a refusal sent before the body is read reaches the client every
+ * A refusal sent before the body is read reaches the client every
  * time (lingering close: no reset destroys the answer), and a client that keeps sending, or
  * drips, is closed at the documented bound (src/http/linger.ts: 2 s after the answer, or the body
  * limit + 4 MiB discarded). Raw sockets: the client writes as fast as the socket takes it.
@@ -31,7 +31,11 @@ function send(port: number, head: string, body: Buffer, chunked: boolean): Promi
       socket.write(head);
       if (!chunked) socket.end(body);
       else {
-        for (let i = 0; i < body.length; i += 1024 * 1024) socket.write(`${(Math.min(1024 * 1024, body.length - i)).toString(16)}\r\n`), socket.write(body.subarray(i, i + 1024 * 1024)), socket.write("\r\n");
+        for (let i = 0; i < body.length; i += 1024 * 1024) {
+          socket.write(`${Math.min(1024 * 1024, body.length - i).toString(16)}\r\n`);
+          socket.write(body.subarray(i, i + 1024 * 1024));
+          socket.write("\r\n");
+        }
         socket.end("0\r\n\r\n");
       }
     });
@@ -51,11 +55,16 @@ t.test("100 oversized bodies with Content-Length and 20 chunked: every client re
   const failures: string[] = [];
   const runs: Array<[boolean, number]> = [[false, 100], [true, 20]];
   for (const [chunked, count] of runs) {
-    const head = `POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n${chunked ? "Transfer-Encoding: chunked" : `Content-Length: ${TEN_MB.length}`}\r\n\r\n`;
+    const framing = chunked ? "Transfer-Encoding: chunked" : `Content-Length: ${TEN_MB.length}`;
+    const head = `POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n${framing}\r\n\r\n`;
     for (let i = 0; i < count; i++) {
       const out = await send(port, head, TEN_MB, chunked);
       const { status, body } = parse(out.response);
-      const ok = status === 413 && out.error === undefined && JSON.stringify(Object.keys(body as object)) === '["error"]' && typeof (body as { error: unknown }).error === "string";
+      const ok =
+        status === 413 &&
+        out.error === undefined &&
+        JSON.stringify(Object.keys(body as object)) === '["error"]' &&
+        typeof (body as { error: unknown }).error === "string";
       if (!ok) failures.push(`${chunked ? "chunked" : "content-length"} #${i}: status ${status}, error ${out.error ?? "none"}, ${out.response.slice(0, 120)}`);
     }
   }
@@ -89,6 +98,9 @@ t.test("a client that keeps sending slowly is closed at the bound", async (t) =>
     });
     const { status } = parse(result.response);
     t.equal(status, path === "/nowhere" ? 404 : 413, `${what}: the answer arrived`);
-    t.ok(result.closedAfterMs < LINGER.ms + 3_000, `${what}: closed by the server ${Math.round(result.closedAfterMs)} ms after connecting (bound ${LINGER.ms} ms after the answer)`);
+    t.ok(
+      result.closedAfterMs < LINGER.ms + 3_000,
+      `${what}: closed by the server ${Math.round(result.closedAfterMs)} ms after connecting (bound ${LINGER.ms} ms after the answer)`,
+    );
   }
 });

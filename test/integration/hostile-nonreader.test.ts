@@ -1,5 +1,5 @@
 /**
- * Issue 13 item 8: a client that sends a streaming generate and then stops reading must not make
+ * A client that sends a streaming generate and then stops reading must not make
  * the daemon buffer every token nor hold its slot forever. While the socket does not drain, the
  * runner pauses that job's token loop (src/runner/flow.ts); a client that reads again gets the
  * whole stream; one that never does is dropped after SERVICE_WRITE_TIMEOUT, its job cancelled and
@@ -12,11 +12,21 @@ import t from "tap";
 import { postJson, startDaemon } from "../helpers/daemon.js";
 
 t.test("a streaming client that never reads is dropped after SERVICE_WRITE_TIMEOUT and its slot freed", async (t) => {
-  const { url } = await startDaemon(t, { env: { SERVICE_WRITE_TIMEOUT: "1s", SERVICE_NUM_PARALLEL: "1", SERVICE_KEEP_ALIVE: "-1", SERVICE_CONTEXT_LENGTH: "32768" }, models: [{ name: "tiny", make: { preset: "tiny", contextLength: 32768, textOnly: true } }] });
+  const { url } = await startDaemon(t, {
+    env: { SERVICE_WRITE_TIMEOUT: "1s", SERVICE_NUM_PARALLEL: "1", SERVICE_KEEP_ALIVE: "-1", SERVICE_CONTEXT_LENGTH: "32768" },
+    models: [{ name: "tiny", make: { preset: "tiny", contextLength: 32768, textOnly: true } }],
+  });
   const port = Number(new URL(url).port);
   // Big lines (20 logprobs per token, ~2 KB) fill the kernel's socket buffers (a few MB on
   // loopback) within a few thousand tokens; a 32k context makes the generation outlast them.
-  const body = JSON.stringify({ model: "tiny", prompt: "once upon a time", stream: true, logprobs: true, top_logprobs: 20, options: { num_predict: -1, temperature: 0 } });
+  const body = JSON.stringify({
+    model: "tiny",
+    prompt: "once upon a time",
+    stream: true,
+    logprobs: true,
+    top_logprobs: 20,
+    options: { num_predict: -1, temperature: 0 },
+  });
   const socket = net.connect({ port, host: "127.0.0.1" });
   let closed = false;
   socket.on("error", () => undefined);
@@ -30,7 +40,11 @@ t.test("a streaming client that never reads is dropped after SERVICE_WRITE_TIMEO
   await new Promise((r) => setTimeout(r, 1500));
   const t0 = performance.now();
   const rssBefore = process.memoryUsage().rss;
-  const second = await postJson(`${url}/api/generate`, { model: "tiny", prompt: "hi", stream: false, options: { num_predict: 2 } }, { signal: AbortSignal.timeout(60_000) });
+  const second = await postJson(
+    `${url}/api/generate`,
+    { model: "tiny", prompt: "hi", stream: false, options: { num_predict: 2 } },
+    { signal: AbortSignal.timeout(60_000) },
+  );
   t.equal(second.status, 200, "a second request on the 1-slot daemon is served");
   t.equal((await second.json() as { done?: boolean }).done, true);
   t.comment(`second request served after ${Math.round(performance.now() - t0)} ms`);
@@ -57,11 +71,21 @@ function waitClosed(socket: net.Socket): Promise<boolean> {
 }
 
 t.test("a client that stops reading pauses its generation, and reading again gets the whole stream", async (t) => {
-  const { url, app } = await startDaemon(t, { env: { SERVICE_WRITE_TIMEOUT: "5m", SERVICE_NUM_PARALLEL: "1", SERVICE_KEEP_ALIVE: "-1", SERVICE_CONTEXT_LENGTH: "32768" }, models: [{ name: "tiny", make: { preset: "tiny", contextLength: 32768, textOnly: true } }] });
+  const { url, app } = await startDaemon(t, {
+    env: { SERVICE_WRITE_TIMEOUT: "5m", SERVICE_NUM_PARALLEL: "1", SERVICE_KEEP_ALIVE: "-1", SERVICE_CONTEXT_LENGTH: "32768" },
+    models: [{ name: "tiny", make: { preset: "tiny", contextLength: 32768, textOnly: true } }],
+  });
   // ~1.6 KB a line (20 logprobs a token): 6,000 tokens are ~10 MB, about twice what the kernel's
   // loopback buffers take (measured: ~4.5 MB), so the generation outlasts them.
   const predict = 6000;
-  const res = await openStream(url, { model: "tiny", prompt: "once upon a time", stream: true, logprobs: true, top_logprobs: 20, options: { num_predict: predict, temperature: 0 } });
+  const res = await openStream(url, {
+    model: "tiny",
+    prompt: "once upon a time",
+    stream: true,
+    logprobs: true,
+    top_logprobs: 20,
+    options: { num_predict: predict, temperature: 0 },
+  });
   t.teardown(() => res.destroy());
   res.pause(); // read nothing: Node's client stops reading the socket once its small buffer is full
   t.equal(res.statusCode, 200);
@@ -89,7 +113,8 @@ t.test("a client that stops reading pauses its generation, and reading again get
   t.equal(logprobCount, predict, "every generated token reached the client (one logprob each)");
   const text = tokenLines.map((l) => String(l.response ?? "")).join("");
   const context = Array.isArray(final.context) ? (final.context as number[]) : [];
-  const detok = async (tokens: number[]) => ((await (await postJson(`${url}/api/detokenize`, { model: "tiny", tokens })).json()) as { content?: string }).content;
+  const detok = async (tokens: number[]) =>
+    ((await (await postJson(`${url}/api/detokenize`, { model: "tiny", tokens })).json()) as { content?: string }).content;
   // The text of the whole context is the prompt's followed by what was streamed (the generated
   // tokens' text as it reads in place: the first keeps its leading space).
   t.equal(await detok(context), `${await detok(context.slice(0, -predict))}${text}`, "the streamed text is exactly the generated tokens' text");
@@ -103,7 +128,10 @@ t.test("a client that stops reading pauses its generation, and reading again get
 function openStream(url: string, body: unknown): Promise<http.IncomingMessage> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, path: "/api/generate", method: "POST", headers: { "content-type": "application/json" } }, resolve);
+    const req = http.request(
+      { host: u.hostname, port: u.port, path: "/api/generate", method: "POST", headers: { "content-type": "application/json" } },
+      resolve,
+    );
     req.on("error", reject);
     req.end(JSON.stringify(body));
   });

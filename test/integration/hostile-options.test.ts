@@ -1,5 +1,5 @@
 /**
- * Hostile values that pass JSON parsing but must not reach a runner unchecked (issue 9): numbers
+ * Hostile values that pass JSON parsing but must not reach a runner unchecked: numbers
  * too large for JSON's doubles (`1e400` parses to Infinity), a context far beyond the model's,
  * and a deeply nested `format` schema. Each gets a clean answer and the model keeps working.
  */

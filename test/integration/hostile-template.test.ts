@@ -1,5 +1,5 @@
 /**
- * Issue 13 item 1: a template that made the old regex-based splitter cubic (`{{` followed by
+ * A template that made the old regex-based splitter cubic (`{{` followed by
  * thousands of spaces and no `}}`) must not freeze the daemon. While such a request is in flight,
  * through `/api/generate` and stored in a model by `/api/create`, `/api/version` keeps answering
  * within a second, and the hostile request itself ends with a clean 400. (Before: 60 s of a frozen

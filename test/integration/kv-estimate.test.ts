@@ -12,7 +12,15 @@ t.test("a q8_0 or q4_0 cache is estimated smaller than f16", async (t) => {
   const llama = await getLlama({ gpu: false, build: "never", progressLogs: false });
   t.teardown(() => llama.dispose());
   const path = await testGguf({ preset: "demo" });
-  const spec = (kvCacheType: LoadSpec["kvCacheType"]): LoadSpec => ({ path, contextSize: 4096, sequences: 4, threads: 1, gpu: false, kvCacheType, flashAttention: true });
+  const spec = (kvCacheType: LoadSpec["kvCacheType"]): LoadSpec => ({
+    path,
+    contextSize: 4096,
+    sequences: 4,
+    threads: 1,
+    gpu: false,
+    kvCacheType,
+    flashAttention: true,
+  });
   const f16 = await estimateLoad(llama, spec("f16"));
   const q8 = await estimateLoad(llama, spec("q8_0"));
   const q4 = await estimateLoad(llama, spec("q4_0"));

@@ -42,19 +42,34 @@ t.test("logprobs", async (t) => {
   const { url } = await startDaemon(t, { models: [{ name: "chat", make: { preset: "tiny", chatTemplate: "chatml" } }] });
 
   t.test("generate (raw) and /v1/completions: same prompt, same numbers", async (t) => {
-    const res = await postJson(`${url}/api/generate`, { model: "chat", prompt, raw: true, stream: false, logprobs: true, top_logprobs: 3, options: { ...greedy, num_predict: 6 } });
+    const res = await postJson(`${url}/api/generate`, {
+      model: "chat",
+      prompt,
+      raw: true,
+      stream: false,
+      logprobs: true,
+      top_logprobs: 3,
+      options: { ...greedy, num_predict: 6 },
+    });
     const gen = (await res.json()) as { response: string; eval_count: number; logprobs: Lp[] };
     t.equal(gen.logprobs.length, gen.eval_count, "one per generated token");
     t.equal(gen.logprobs.map((l) => l.token).join(""), gen.response, "the tokens spell the response");
     checkList(t, gen.logprobs, 3, true);
 
-    const streamed = await readNdjson(await postJson(`${url}/api/generate`, { model: "chat", prompt, raw: true, logprobs: true, top_logprobs: 3, options: { ...greedy, num_predict: 6 } }));
+    const streamed = await readNdjson(
+      await postJson(`${url}/api/generate`, { model: "chat", prompt, raw: true, logprobs: true, top_logprobs: 3, options: { ...greedy, num_predict: 6 } }),
+    );
     const chunks = streamed.filter((c) => c.done === false);
     t.same(chunks.flatMap((c) => strip(c.logprobs as Lp[])), strip(gen.logprobs), "streamed chunks carry the same logprobs");
     t.ok(chunks.every((c) => (c.logprobs as Lp[]).map((l) => l.token).join("") === c.response), "each chunk's logprobs are its own tokens");
 
     const v1 = await postJson(`${url}/v1/completions`, { model: "chat", prompt, logprobs: 3, max_tokens: 6, temperature: 0, seed: 7 });
-    const body = (await v1.json()) as { choices: { text: string; logprobs: { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[]; content: Lp[] } }[] };
+    const body = (await v1.json()) as {
+      choices: {
+        text: string;
+        logprobs: { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[]; content: Lp[] };
+      }[];
+    };
     const choice = body.choices[0]!;
     t.equal(choice.text, gen.response);
     t.same(strip(choice.logprobs.content), strip(gen.logprobs), "the same numbers as /api/generate");
@@ -65,34 +80,89 @@ t.test("logprobs", async (t) => {
   });
 
   t.test("chat and /v1/chat/completions: same messages, same numbers", async (t) => {
-    const res = await postJson(`${url}/api/chat`, { model: "chat", messages, stream: false, logprobs: true, top_logprobs: 2, options: { ...greedy, num_predict: 6 } });
+    const res = await postJson(`${url}/api/chat`, {
+      model: "chat",
+      messages,
+      stream: false,
+      logprobs: true,
+      top_logprobs: 2,
+      options: { ...greedy, num_predict: 6 },
+    });
     const chat = (await res.json()) as { message: { content: string }; logprobs: Lp[] };
     t.equal(chat.logprobs.map((l) => l.token).join(""), chat.message.content, "the tokens spell the content");
     checkList(t, chat.logprobs, 2, true);
 
-    const v1 = await postJson(`${url}/v1/chat/completions`, { model: "chat", messages, logprobs: true, top_logprobs: 2, max_tokens: 6, temperature: 0, seed: 7 });
+    const v1 = await postJson(`${url}/v1/chat/completions`, {
+      model: "chat",
+      messages,
+      logprobs: true,
+      top_logprobs: 2,
+      max_tokens: 6,
+      temperature: 0,
+      seed: 7,
+    });
     const body = (await v1.json()) as { choices: { logprobs: { content: Lp[] } }[] };
     t.same(strip(body.choices[0]!.logprobs.content), strip(chat.logprobs), "the same numbers as /api/chat");
 
-    const sse = await (await postJson(`${url}/v1/chat/completions`, { model: "chat", messages, logprobs: true, top_logprobs: 2, max_tokens: 6, temperature: 0, seed: 7, stream: true })).text();
-    const events = sse.split("\n\n").filter((e) => e.startsWith("data: {")).map((e) => JSON.parse(e.slice(6)) as { choices: { logprobs: { content: Lp[] } | null }[] });
+    const sse = await (
+      await postJson(`${url}/v1/chat/completions`, {
+        model: "chat",
+        messages,
+        logprobs: true,
+        top_logprobs: 2,
+        max_tokens: 6,
+        temperature: 0,
+        seed: 7,
+        stream: true,
+      })
+    ).text();
+    const events = sse
+      .split("\n\n")
+      .filter((e) => e.startsWith("data: {"))
+      .map((e) => JSON.parse(e.slice(6)) as { choices: { logprobs: { content: Lp[] } | null }[] });
     t.same(strip(events.flatMap((e) => e.choices[0]?.logprobs?.content ?? [])), strip(chat.logprobs), "streamed chunks carry them too");
 
-    const resp = await postJson(`${url}/v1/responses`, { model: "chat", input: messages[0]!.content, include: ["message.output_text.logprobs"], top_logprobs: 2, max_output_tokens: 6, temperature: 0 });
+    const resp = await postJson(`${url}/v1/responses`, {
+      model: "chat",
+      input: messages[0]!.content,
+      include: ["message.output_text.logprobs"],
+      top_logprobs: 2,
+      max_output_tokens: 6,
+      temperature: 0,
+    });
     const output = (await resp.json()) as { output: { content: { logprobs: Lp[] }[] }[] };
     t.same(strip(output.output[0]!.content[0]!.logprobs), strip(chat.logprobs), "/v1/responses: the same numbers in output_text.logprobs");
   });
 
   t.test("sampling at a temperature with a seed: the same numbers on both raw surfaces", async (t) => {
-    const gen = (await (await postJson(`${url}/api/generate`, { model: "chat", prompt, raw: true, stream: false, logprobs: true, top_logprobs: 4, options: { temperature: 1, seed: 42, num_predict: 8 } })).json()) as { response: string; logprobs: Lp[] };
-    const v1 = (await (await postJson(`${url}/v1/completions`, { model: "chat", prompt, logprobs: 4, max_tokens: 8, temperature: 1, seed: 42 })).json()) as { choices: { text: string; logprobs: { content: Lp[] } }[] };
+    const gen = (await (
+      await postJson(`${url}/api/generate`, {
+        model: "chat",
+        prompt,
+        raw: true,
+        stream: false,
+        logprobs: true,
+        top_logprobs: 4,
+        options: { temperature: 1, seed: 42, num_predict: 8 },
+      })
+    ).json()) as { response: string; logprobs: Lp[] };
+    const v1 = (await (await postJson(`${url}/v1/completions`, { model: "chat", prompt, logprobs: 4, max_tokens: 8, temperature: 1, seed: 42 })).json()) as {
+      choices: { text: string; logprobs: { content: Lp[] } }[];
+    };
     t.equal(v1.choices[0]!.text, gen.response, "the same sampled text");
     t.same(strip(v1.choices[0]!.logprobs.content), strip(gen.logprobs), "the same numbers");
     checkList(t, gen.logprobs, 4, false);
   });
 
   t.test("without alternatives, sampling at a temperature", async (t) => {
-    const res = await postJson(`${url}/api/generate`, { model: "chat", prompt, raw: true, stream: false, logprobs: true, options: { temperature: 1.5, seed: 3, num_predict: 8 } });
+    const res = await postJson(`${url}/api/generate`, {
+      model: "chat",
+      prompt,
+      raw: true,
+      stream: false,
+      logprobs: true,
+      options: { temperature: 1.5, seed: 3, num_predict: 8 },
+    });
     const gen = (await res.json()) as { logprobs: Lp[]; eval_count: number };
     t.equal(gen.logprobs.length, gen.eval_count);
     checkList(t, gen.logprobs, 0, false);
@@ -100,11 +170,25 @@ t.test("logprobs", async (t) => {
   });
 
   t.test("off unless asked; range checked", async (t) => {
-    const plain = (await (await postJson(`${url}/api/generate`, { model: "chat", prompt, raw: true, stream: false, options: { ...greedy, num_predict: 2 } })).json()) as Record<string, unknown>;
+    const plain = (await (
+      await postJson(`${url}/api/generate`, { model: "chat", prompt, raw: true, stream: false, options: { ...greedy, num_predict: 2 } })
+    ).json()) as Record<string, unknown>;
     t.notOk("logprobs" in plain, "no logprobs field");
-    const v1 = (await (await postJson(`${url}/v1/chat/completions`, { model: "chat", messages, max_tokens: 2 })).json()) as { choices: { logprobs: unknown }[] };
+    const v1 = (await (await postJson(`${url}/v1/chat/completions`, { model: "chat", messages, max_tokens: 2 })).json()) as {
+      choices: { logprobs: unknown }[];
+    };
     t.equal(v1.choices[0]?.logprobs, null, "null on /v1");
-    await assertError(t, await postJson(`${url}/api/generate`, { model: "chat", prompt, logprobs: true, top_logprobs: 21 }), 400, "top_logprobs must be between 0 and 20");
-    await assertError(t, await postJson(`${url}/api/chat`, { model: "chat", messages, logprobs: true, top_logprobs: -1 }), 400, "top_logprobs must be between 0 and 20");
+    await assertError(
+      t,
+      await postJson(`${url}/api/generate`, { model: "chat", prompt, logprobs: true, top_logprobs: 21 }),
+      400,
+      "top_logprobs must be between 0 and 20",
+    );
+    await assertError(
+      t,
+      await postJson(`${url}/api/chat`, { model: "chat", messages, logprobs: true, top_logprobs: -1 }),
+      400,
+      "top_logprobs must be between 0 and 20",
+    );
   });
 });

@@ -1,5 +1,5 @@
 /**
- * SERVICE_MAX_PREDICT (issue 14 item 11): a model that never emits an end token must not stream
+ * SERVICE_MAX_PREDICT: a model that never emits an end token must not stream
  * forever. The server caps generation; a request's smaller num_predict still wins.
  */
 import t from "tap";

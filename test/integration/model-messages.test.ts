@@ -30,27 +30,50 @@ t.test("the model's MESSAGE lines come before the request's messages", async (t)
     const text = await render("/api/chat", { model: "pirate", messages: [{ role: "user", content: "Hello" }] });
     t.equal(text, "[system] Talk like a pirate.\n[user] Is it a pirate?\n[assistant] Arr, it is.\n[user] Hello\n[assistant]");
     const own = await render("/api/chat", { model: "pirate", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hello" }] });
-    t.equal(own, "[user] Is it a pirate?\n[assistant] Arr, it is.\n[system] Be brief.\n[user] Hello\n[assistant]", "a request that opens with its own system replaces the model's");
+    t.equal(
+      own,
+      "[user] Is it a pirate?\n[assistant] Arr, it is.\n[system] Be brief.\n[user] Hello\n[assistant]",
+      "a request that opens with its own system replaces the model's",
+    );
   });
 
   t.test("generate puts them between the system and the prompt, not after a context", async (t) => {
-    t.equal(await render("/api/generate", { model: "pirate", prompt: "Hello" }), "[system] Talk like a pirate.\n[user] Is it a pirate?\n[assistant] Arr, it is.\n[user] Hello\n[assistant]");
+    t.equal(
+      await render("/api/generate", { model: "pirate", prompt: "Hello" }),
+      "[system] Talk like a pirate.\n[user] Is it a pirate?\n[assistant] Arr, it is.\n[user] Hello\n[assistant]",
+    );
     t.equal(await render("/api/generate", { model: "pirate", prompt: "Hello", context: [1, 2, 3] }), "[system] Talk like a pirate.\n[user] Hello\n[assistant]");
   });
 
   t.test("chat through the GGUF's own template (ChatML, rendered by node-llama-cpp)", async (t) => {
     const text = await render("/api/chat", { model: "pirate-gguf", messages: [{ role: "user", content: "Hello" }] });
     const order = ["Talk like a pirate.", "Is it a pirate?", "Arr, it is.", "Hello"].map((s) => text.indexOf(s));
-    t.ok(order.every((at, i) => at >= 0 && (i === 0 || at > order[i - 1]!)), `system, the model's two messages, then the request's, in order (${order.join(", ")})`);
+    t.ok(
+      order.every((at, i) => at >= 0 && (i === 0 || at > order[i - 1]!)),
+      `system, the model's two messages, then the request's, in order (${order.join(", ")})`,
+    );
     t.match(text, /<\|im_start\|>assistant\nArr, it is\.<\|im_end\|>/, "the model's assistant message is an assistant turn");
   });
 
   t.test("/v1/chat/completions sees them too", async (t) => {
-    const res = await postJson(`${url}/v1/chat/completions`, { model: "pirate", messages: [{ role: "user", content: "Hello" }], max_tokens: 1, temperature: 0 });
+    const res = await postJson(`${url}/v1/chat/completions`, {
+      model: "pirate",
+      messages: [{ role: "user", content: "Hello" }],
+      max_tokens: 1,
+      temperature: 0,
+    });
     t.equal(res.status, 200);
     const usage = ((await res.json()) as { usage: { prompt_tokens: number } }).usage;
-    const plain = await postJson(`${url}/v1/chat/completions`, { model: "base", messages: [{ role: "user", content: "Hello" }], max_tokens: 1, temperature: 0 });
-    t.ok(usage.prompt_tokens > ((await plain.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens + 10, `the prompt carries the model's messages (${usage.prompt_tokens} tokens)`);
+    const plain = await postJson(`${url}/v1/chat/completions`, {
+      model: "base",
+      messages: [{ role: "user", content: "Hello" }],
+      max_tokens: 1,
+      temperature: 0,
+    });
+    t.ok(
+      usage.prompt_tokens > ((await plain.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens + 10,
+      `the prompt carries the model's messages (${usage.prompt_tokens} tokens)`,
+    );
   });
 
   t.test("/api/show lists them, and its Modelfile has the MESSAGE lines", async (t) => {

@@ -31,7 +31,11 @@ t.test("crafted files fail fast", async (t) => {
     ["huge key count", header(2 ** 40), /metadata key count .* exceeds the file size/],
     ["huge string", Buffer.concat([header(1), u64(2n ** 62n), Buffer.alloc(16)]), /string length .* exceeds the file size/],
     ["huge array", Buffer.concat([header(1), str("k"), u32(9), u32(4), u64(2n ** 60n)]), /array length .* exceeds the file size/],
-    ["deep nesting", Buffer.concat([header(1), str("k"), u32(9), ...Array.from({ length: 10 }, () => Buffer.concat([u32(9), u64(1)])), Buffer.alloc(64)]), /nested too deeply/],
+    [
+      "deep nesting",
+      Buffer.concat([header(1), str("k"), u32(9), ...Array.from({ length: 10 }, () => Buffer.concat([u32(9), u64(1)])), Buffer.alloc(64)]),
+      /nested too deeply/,
+    ],
     ["unknown type", Buffer.concat([header(1), str("k"), u32(99)]), /unknown metadata type 99/],
     ["truncated", Buffer.concat([header(1), str("kkkkkkkkkk"), u32(10)]), /truncated/],
     ["huge tensor count", Buffer.concat([header(0, 2 ** 50)]), /tensor count .* exceeds the file size/],

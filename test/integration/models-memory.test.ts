@@ -1,5 +1,5 @@
 /**
- * A store's small layers cannot make the daemon use memory (issue 13 item 3). The registry path
+ * A store's small layers cannot make the daemon use memory. The registry path
  * (a pull of a manifest declaring a 300 MiB config) is refused in registry-hostile.test.ts; here the
  * store is crafted by hand, as a copied-in Ollama store could be: a 300 MiB config layer and a
  * 64 MiB template layer (sparse files, so they cost no disk). The forked daemon's peak RSS
@@ -33,7 +33,9 @@ async function sparseBlob(store: ModelStore, hexChar: string, size: number): Pro
   return digest;
 }
 
-t.test("oversized small layers in the store: bounded memory, one model fails alone", { skip: existsSync("/proc/self/status") ? false : "needs /proc" }, async (t) => {
+const needsProc = { skip: existsSync("/proc/self/status") ? false : "needs /proc" };
+
+t.test("oversized small layers in the store: bounded memory, one model fails alone", needsProc, async (t) => {
   const dir = t.testdir();
   const store = new ModelStore(dir);
   await store.init();
@@ -44,13 +46,20 @@ t.test("oversized small layers in the store: bounded memory, one model fails alo
   const templateSize = 64 * 1024 * 1024;
   const fatConfig: Manifest = { ...tiny, config: { mediaType: MEDIA.config, digest: await sparseBlob(store, "c", configSize), size: configSize } };
   await store.writeManifest("fatconfig", fatConfig);
-  await store.writeManifest("fattemplate", { ...tiny, layers: [model, { mediaType: MEDIA.template, digest: await sparseBlob(store, "e", templateSize), size: templateSize }] });
+  await store.writeManifest("fattemplate", {
+    ...tiny,
+    layers: [model, { mediaType: MEDIA.template, digest: await sparseBlob(store, "e", templateSize), size: templateSize }],
+  });
 
   const daemon = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: dir });
   const pid = daemon.child.pid!;
   const started = peakRssMiB(pid);
   for (let round = 0; round < 3; round++) {
-    const answers = await Promise.all(Array.from({ length: 4 }, () => fetch(`${daemon.url}/api/tags`).then(async (r) => ({ status: r.status, body: (await r.json()) as { models: Array<{ name: string }> } }))));
+    const answers = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        fetch(`${daemon.url}/api/tags`).then(async (r) => ({ status: r.status, body: (await r.json()) as { models: Array<{ name: string }> } })),
+      ),
+    );
     for (const a of answers) {
       t.equal(a.status, 200);
       t.same(a.body.models.map((m) => m.name).sort(), ["fatconfig:latest", "fattemplate:latest", "tiny:latest"]);
@@ -62,13 +71,28 @@ t.test("oversized small layers in the store: bounded memory, one model fails alo
 
   const reason = `template layer of ${templateSize} bytes is over the limit of 1048576`;
   await assertError(t, await postJson(`${daemon.url}/api/show`, { model: "fattemplate" }), 500, `failed to load model 'fattemplate': ${reason}`);
-  await assertError(t, await postJson(`${daemon.url}/api/generate`, { model: "fattemplate", prompt: "hi", stream: false }), 500, `failed to load model 'fattemplate': ${reason}`);
+  await assertError(
+    t,
+    await postJson(`${daemon.url}/api/generate`, { model: "fattemplate", prompt: "hi", stream: false }),
+    500,
+    `failed to load model 'fattemplate': ${reason}`,
+  );
   const ok = await postJson(`${daemon.url}/api/generate`, { model: "tiny", prompt: "hi", stream: false, options: { num_predict: 2 } });
   t.equal(ok.status, 200, "the other models are served");
   t.ok(peakRssMiB(pid) < RSS_BOUND_MIB, "still under the bound");
 
-  await assertError(t, await postJson(`${daemon.url}/api/create`, { model: "big", from: "tiny", template: "x".repeat(2 * 1024 * 1024) }), 400, "template layer of 2097152 bytes is over the limit of 1048576");
-  await assertError(t, await postJson(`${daemon.url}/api/create`, { model: "big", from: "tiny", license: ["ok", "y".repeat(1024 * 1024 + 1)] }), 400, "license layer of 1048577 bytes is over the limit of 1048576");
+  await assertError(
+    t,
+    await postJson(`${daemon.url}/api/create`, { model: "big", from: "tiny", template: "x".repeat(2 * 1024 * 1024) }),
+    400,
+    "template layer of 2097152 bytes is over the limit of 1048576",
+  );
+  await assertError(
+    t,
+    await postJson(`${daemon.url}/api/create`, { model: "big", from: "tiny", license: ["ok", "y".repeat(1024 * 1024 + 1)] }),
+    400,
+    "license layer of 1048577 bytes is over the limit of 1048576",
+  );
   daemon.child.kill("SIGTERM");
   await daemon.exited;
 });

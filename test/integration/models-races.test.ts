@@ -1,5 +1,5 @@
 /**
- * Concurrent writers of one name and crashes mid-write (issue 13 items 9 and 10): create, copy and
+ * Concurrent writers of one name and crashes mid-write: create, copy and
  * delete of the same names at once answer 200 or 404 (409 when in use), never 500, and leave a
  * store where every manifest's blobs exist and every blob is referenced; after a SIGKILL during
  * creates, a restart removes the orphans and the partial downloads that cannot be resumed or are
@@ -46,7 +46,14 @@ t.test("a storm of create, copy and delete on the same names: 200 or 404, never 
   const results: string[] = [];
   for (let batch = 0; batch < 8; batch++) results.push(...(await Promise.all(Array.from({ length: 30 }, (_, j) => op(batch * 30 + j)))));
   const statuses = new Set(results.map((r) => Number(r.split(" ")[1])));
-  t.same([...statuses].filter((s) => ![200, 404, 409].includes(s)), [], `only 200, 404 or 409 (${results.filter((r) => / 5\d\d/.test(r)).slice(0, 3).join("; ")})`);
+  t.same(
+    [...statuses].filter((s) => ![200, 404, 409].includes(s)),
+    [],
+    `only 200, 404 or 409 (${results
+      .filter((r) => / 5\d\d/.test(r))
+      .slice(0, 3)
+      .join("; ")})`,
+  );
   t.ok(results.filter((r) => r.endsWith(" 200")).length > 50, "most operations did their work");
   const store = new ModelStore(config.models);
   t.ok((await assertStoreClean(t, store)).includes("base:latest"));
@@ -72,7 +79,12 @@ t.test("SIGKILL during creates, then a restart: orphans and stale partial downlo
   await fs.writeFile(path.join(store.blobsDir, `sha256-${"5".repeat(64)}`), "an upload whose create never came");
 
   const first = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: dir });
-  const creates = Array.from({ length: 40 }, (_, i) => postJson(`${first.url}/api/create`, { model: `m${i % 4}`, from: "tiny", system: `killed ${i}`, stream: false }).then((r) => r.status, () => 0));
+  const creates = Array.from({ length: 40 }, (_, i) =>
+    postJson(`${first.url}/api/create`, { model: `m${i % 4}`, from: "tiny", system: `killed ${i}`, stream: false }).then(
+      (r) => r.status,
+      () => 0,
+    ),
+  );
   await Promise.race(creates); // at least one is done; the others are in flight
   first.child.kill("SIGKILL");
   t.match(await first.exited, { signal: "SIGKILL" });

@@ -37,12 +37,24 @@ async function writeOllamaStore(root: string, gguf: Buffer): Promise<void> {
     await put("MIT License", "application/vnd.ollama.image.license"),
   ];
   const config = await put(
-    JSON.stringify({ model_format: "gguf", model_family: "llama", model_families: ["llama"], model_type: "1M", file_type: "Q8_0", architecture: "amd64", os: "linux", rootfs: { type: "layers", diff_ids: layers.map((l) => l.digest) } }),
+    JSON.stringify({
+      model_format: "gguf",
+      model_family: "llama",
+      model_families: ["llama"],
+      model_type: "1M",
+      file_type: "Q8_0",
+      architecture: "amd64",
+      os: "linux",
+      rootfs: { type: "layers", diff_ids: layers.map((l) => l.digest) },
+    }),
     "application/vnd.docker.container.image.v1+json",
   );
   const dir = path.join(root, "manifests", "registry.ollama.ai", "library", "ollamatiny");
   await fs.mkdir(dir, { recursive: true });
-  await fs.writeFile(path.join(dir, "latest"), JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.docker.distribution.manifest.v2+json", config, layers }));
+  await fs.writeFile(
+    path.join(dir, "latest"),
+    JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.docker.distribution.manifest.v2+json", config, layers }),
+  );
 }
 
 t.test("an Ollama-layout store is listed, shown and served", async (t) => {
@@ -147,7 +159,14 @@ t.test("create from uploaded blobs and from an existing model", async (t) => {
   const digest = sha(gguf);
   t.equal((await upload(url, gguf)).status, 201);
 
-  const res = await postJson(`${url}/api/create`, { model: "made", files: { "model.gguf": digest }, template: "{{ .Prompt }}", system: "be brief", parameters: { num_predict: 3, stop: ["<never-a>", "<never-b>"] }, license: "MIT" });
+  const res = await postJson(`${url}/api/create`, {
+    model: "made",
+    files: { "model.gguf": digest },
+    template: "{{ .Prompt }}",
+    system: "be brief",
+    parameters: { num_predict: 3, stop: ["<never-a>", "<never-b>"] },
+    license: "MIT",
+  });
   t.equal(res.status, 200);
   const lines = await readNdjson(res);
   t.same(lines.at(-1), { status: "success" });
@@ -157,7 +176,10 @@ t.test("create from uploaded blobs and from an existing model", async (t) => {
   t.equal(show.template, "{{ .Prompt }}");
   t.equal(show.system, "be brief");
   t.match(show.details, { family: "llama", quantization_level: "Q8_0" });
-  const gen = (await (await postJson(`${url}/api/generate`, { model: "made", prompt: "hi", stream: false, options: { temperature: 0 } })).json()) as Record<string, unknown>;
+  const gen = (await (await postJson(`${url}/api/generate`, { model: "made", prompt: "hi", stream: false, options: { temperature: 0 } })).json()) as Record<
+    string,
+    unknown
+  >;
   t.equal(gen.eval_count, 3);
 
   const derived = await postJson(`${url}/api/create`, { name: "derived", from: "made", system: "other", parameters: { num_predict: 2 }, stream: false });
@@ -170,13 +192,28 @@ t.test("create from uploaded blobs and from an existing model", async (t) => {
   const fromDigest = await postJson(`${url}/api/create`, { model: "bydigest", from: digest, stream: false });
   t.equal(fromDigest.status, 200);
 
-  await assertError(t, await postJson(`${url}/api/create`, { model: "x", files: { "a.gguf": sha("missing") }, stream: false }), 404, `blob '${sha("missing")}' not found`);
-  await assertError(t, await postJson(`${url}/api/create`, { model: "x", files: { "/etc/passwd": digest } }), 400, "unsupported file '/etc/passwd': only GGUF files are supported");
+  await assertError(
+    t,
+    await postJson(`${url}/api/create`, { model: "x", files: { "a.gguf": sha("missing") }, stream: false }),
+    404,
+    `blob '${sha("missing")}' not found`,
+  );
+  await assertError(
+    t,
+    await postJson(`${url}/api/create`, { model: "x", files: { "/etc/passwd": digest } }),
+    400,
+    "unsupported file '/etc/passwd': only GGUF files are supported",
+  );
   await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "nope" }), 404, "model 'nope' not found, try pulling it first");
   await assertError(t, await postJson(`${url}/api/create`, { model: "x" }), 400, "neither 'from' nor 'files' was specified");
   await assertError(t, await postJson(`${url}/api/create`, { from: "made" }), 400, "model is required");
   const text = Buffer.from("not a gguf");
   await upload(url, text);
-  await assertError(t, await postJson(`${url}/api/create`, { model: "x", files: { "bad.gguf": sha(text) } }), 400, "invalid GGUF file 'bad.gguf': not a GGUF file");
+  await assertError(
+    t,
+    await postJson(`${url}/api/create`, { model: "x", files: { "bad.gguf": sha(text) } }),
+    400,
+    "invalid GGUF file 'bad.gguf': not a GGUF file",
+  );
   t.same(tempFiles(config.models), []);
 });

@@ -30,7 +30,14 @@ t.test("/v1", async (t) => {
   const v1 = (path: string, body: unknown) => postJson(`${url}/v1/${path}`, body);
 
   t.test("chat/completions, not streamed", async (t) => {
-    const res = await v1("chat/completions", { model: "chat", messages: [{ role: "developer", content: "Be brief." }, { role: "user", content: [{ type: "text", text: "Hi" }] }], ...greedy });
+    const res = await v1("chat/completions", {
+      model: "chat",
+      messages: [
+        { role: "developer", content: "Be brief." },
+        { role: "user", content: [{ type: "text", text: "Hi" }] },
+      ],
+      ...greedy,
+    });
     t.equal(res.status, 200);
     const body = (await res.json()) as Record<string, unknown> & { usage: Record<string, number> };
     t.match(body, {
@@ -53,7 +60,9 @@ t.test("/v1", async (t) => {
     t.match(res.headers.get("content-type"), /^text\/event-stream/);
     const events = await sseEvents(t, res);
     t.equal(events.pop(), "[DONE]");
-    const chunks = events.map((e) => JSON.parse(e) as { object: string; choices: { delta: { content?: string }; finish_reason: string | null }[]; usage?: unknown });
+    const chunks = events.map(
+      (e) => JSON.parse(e) as { object: string; choices: { delta: { content?: string }; finish_reason: string | null }[]; usage?: unknown },
+    );
     const usage = chunks.pop()!;
     t.match(usage, { object: "chat.completion.chunk", choices: [], usage: { prompt_tokens: Number, completion_tokens: Number } });
     const final = chunks.pop()!;
@@ -64,7 +73,14 @@ t.test("/v1", async (t) => {
 
   t.test("response_format json_schema", async (t) => {
     const schema = { type: "object", properties: { answer: { enum: ["yes", "no"] }, sure: { type: "boolean" } }, required: ["answer", "sure"] };
-    const res = await v1("chat/completions", { model: "chat", messages: [{ role: "user", content: "Is it raining?" }], response_format: { type: "json_schema", json_schema: { name: "reply", schema } }, temperature: 0.8, seed: 2, max_tokens: 200 });
+    const res = await v1("chat/completions", {
+      model: "chat",
+      messages: [{ role: "user", content: "Is it raining?" }],
+      response_format: { type: "json_schema", json_schema: { name: "reply", schema } },
+      temperature: 0.8,
+      seed: 2,
+      max_tokens: 200,
+    });
     const body = (await res.json()) as { choices: { message: { content: string }; finish_reason: string }[] };
     const content = body.choices[0]!.message.content;
     t.equal(body.choices[0]!.finish_reason, "stop");
@@ -73,7 +89,13 @@ t.test("/v1", async (t) => {
 
   t.test("stop ends the answer before the stop string", async (t) => {
     const ask = async (extra: Record<string, unknown>) => {
-      const res = await v1("chat/completions", { model: "chat", messages: [{ role: "user", content: "Count to ten" }], temperature: 0, max_tokens: 12, ...extra });
+      const res = await v1("chat/completions", {
+        model: "chat",
+        messages: [{ role: "user", content: "Count to ten" }],
+        temperature: 0,
+        max_tokens: 12,
+        ...extra,
+      });
       return ((await res.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content;
     };
     const full = await ask({});
@@ -88,7 +110,15 @@ t.test("/v1", async (t) => {
     const res = await v1("completions", { model: "chat", prompt: "Once upon a time", ...greedy });
     const body = (await res.json()) as { choices: { text: string; finish_reason: string }[]; usage: { prompt_tokens: number } };
     t.match(body, { id: /^cmpl-/, object: "text_completion", model: "chat", choices: [{ index: 0, text: String, finish_reason: /^(stop|length)$/ }] });
-    const raw = (await (await postJson(`${url}/api/generate`, { model: "chat", prompt: "Once upon a time", raw: true, stream: false, options: { temperature: 0, seed: 5, num_predict: 8 } })).json()) as { response: string };
+    const raw = (await (
+      await postJson(`${url}/api/generate`, {
+        model: "chat",
+        prompt: "Once upon a time",
+        raw: true,
+        stream: false,
+        options: { temperature: 0, seed: 5, num_predict: 8 },
+      })
+    ).json()) as { response: string };
     t.equal(body.choices[0]!.text, raw.response, "the same text as a raw /api/generate");
     const streamed = await v1("completions", { model: "chat", prompt: "Once upon a time", ...greedy, stream: true });
     const events = await sseEvents(t, streamed);
@@ -101,11 +131,21 @@ t.test("/v1", async (t) => {
   t.test("embeddings: float and base64", async (t) => {
     const res = await v1("embeddings", { model: "chat", input: ["red apple", "blue sky"] });
     const body = (await res.json()) as { object: string; data: { object: string; index: number; embedding: number[] }[]; usage: { prompt_tokens: number } };
-    t.match(body, { object: "list", model: "chat", data: [{ object: "embedding", index: 0 }, { object: "embedding", index: 1 }], usage: { prompt_tokens: Number, total_tokens: Number } });
+    t.match(body, {
+      object: "list",
+      model: "chat",
+      data: [
+        { object: "embedding", index: 0 },
+        { object: "embedding", index: 1 },
+      ],
+      usage: { prompt_tokens: Number, total_tokens: Number },
+    });
     const v = body.data[0]!.embedding;
     t.equal(v.length, 64);
     t.ok(Math.abs(Math.hypot(...v) - 1) < 1e-6, "normalized");
-    const b64 = (await (await v1("embeddings", { model: "chat", input: "red apple", encoding_format: "base64", dimensions: 16 })).json()) as { data: { embedding: string }[] };
+    const b64 = (await (await v1("embeddings", { model: "chat", input: "red apple", encoding_format: "base64", dimensions: 16 })).json()) as {
+      data: { embedding: string }[];
+    };
     const bytes = Buffer.from(b64.data[0]!.embedding, "base64");
     const floats = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
     t.equal(floats.length, 16, "dimensions");
@@ -129,13 +169,33 @@ t.test("/v1", async (t) => {
     await assertError(t, await v1("completions", { model: "nope", prompt: "hi" }), 404, missing);
     await assertError(t, await v1("embeddings", { model: "nope", input: "hi" }), 404, missing);
     await assertError(t, await v1("chat/completions", { model: "chat" }), 400, "messages is required");
-    await assertError(t, await v1("chat/completions", { model: "chat", messages: [{ role: "user", content: "hi" }], temperature: 2.5 }), 400, "temperature must be between 0 and 2");
-    await assertError(t, await v1("chat/completions", { model: "chat", messages: [{ role: "user", content: [{ type: "image_url" }] }] }), 400, "model 'chat' does not support images");
+    await assertError(
+      t,
+      await v1("chat/completions", { model: "chat", messages: [{ role: "user", content: "hi" }], temperature: 2.5 }),
+      400,
+      "temperature must be between 0 and 2",
+    );
+    await assertError(
+      t,
+      await v1("chat/completions", { model: "chat", messages: [{ role: "user", content: [{ type: "image_url" }] }] }),
+      400,
+      "model 'chat' does not support images",
+    );
     const hi = [{ role: "user", content: "hi" }];
-    await assertError(t, await v1("chat/completions", { model: "chat", messages: hi, response_format: { type: "json_schema", json_schema: { name: "x" } } }), 400, "response_format.json_schema.schema is required");
+    await assertError(
+      t,
+      await v1("chat/completions", { model: "chat", messages: hi, response_format: { type: "json_schema", json_schema: { name: "x" } } }),
+      400,
+      "response_format.json_schema.schema is required",
+    );
     await assertError(t, await v1("chat/completions", { model: "chat", messages: [] }), 400, "messages must have at least 1 items");
     await assertError(t, await v1("chat/completions", { model: "chat", messages: hi, n: 2 }), 400, "n must be 1: one choice per request is supported");
-    await assertError(t, await v1("chat/completions", { model: "chat", messages: hi, tool_choice: "sometimes" }), 400, "invalid value for parameter 'tool_choice': expected one of none, auto, required");
+    await assertError(
+      t,
+      await v1("chat/completions", { model: "chat", messages: hi, tool_choice: "sometimes" }),
+      400,
+      "invalid value for parameter 'tool_choice': expected one of none, auto, required",
+    );
     await assertError(t, await v1("embeddings", { model: "chat", input: "hi", dimensions: 65 }), 400, "dimensions must be between 1 and 64");
     await assertError(t, await fetch(`${url}/v1/chat/completions`), 405, "method GET not allowed on /v1/chat/completions");
   });

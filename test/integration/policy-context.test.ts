@@ -33,7 +33,12 @@ t.test("the automatic num_predict cap is four of the policy file's num_ctx", asy
   t.equal(body.done_reason, "length");
   t.equal(body.eval_count, 64, "4 x the policy's num_ctx 16");
   // A request's num_ctx still wins over the policy's.
-  const own = await postJson(`${d.url}/api/generate`, { model: "tiny", prompt: "hello", stream: false, options: { temperature: 0, seed: 1, num_predict: -1, num_ctx: 24 } });
+  const own = await postJson(`${d.url}/api/generate`, {
+    model: "tiny",
+    prompt: "hello",
+    stream: false,
+    options: { temperature: 0, seed: 1, num_predict: -1, num_ctx: 24 },
+  });
   t.equal(((await own.json()) as Record<string, unknown>).eval_count, 96, "4 x the request's num_ctx 24");
 });
 
@@ -45,7 +50,14 @@ t.test("_debug_render_only cuts the history to the policy file's num_ctx, on /ap
   const long = (n: number) => `turn ${n} `.repeat(12).trim();
   const messages = [1, 2, 3, 4, 5, 6].map((n) => ({ role: n % 2 ? "user" : "assistant", content: long(n) }));
   for (const model of ["cml", "wide"]) {
-    const created = await postJson(`${d.url}/api/create`, { model, from: "tiny", template: CHATML, system: "Model system.", messages: messages.slice(0, 5), stream: false });
+    const created = await postJson(`${d.url}/api/create`, {
+      model,
+      from: "tiny",
+      template: CHATML,
+      system: "Model system.",
+      messages: messages.slice(0, 5),
+      stream: false,
+    });
     t.equal(created.status, 200, `create ${model}`);
   }
 

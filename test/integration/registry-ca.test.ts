@@ -31,15 +31,34 @@ t.test("SERVICE_REGISTRY_CA adds to the default store", async (t) => {
   const [system, company] = [makeCa(path.join(dir, "system")), makeCa(path.join(dir, "company"))];
   const [publicHost, privateHost] = [await registry(t, system), await registry(t, company)];
   const pull = async (url: string, host: string) => {
-    const res = await fetch(`${url}/api/pull`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: `${host}/team/m:v1`, stream: false }) });
+    const res = await fetch(`${url}/api/pull`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: `${host}/team/m:v1`, stream: false }),
+    });
     return String(((await res.json()) as { error?: string }).error);
   };
-  const both = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "a"), NODE_EXTRA_CA_CERTS: system.ca, SERVICE_REGISTRY_CA: company.ca });
+  const both = await forkDaemon(t, {
+    SERVICE_HOST: "127.0.0.1:0",
+    SERVICE_MODELS: path.join(dir, "a"),
+    NODE_EXTRA_CA_CERTS: system.ca,
+    SERVICE_REGISTRY_CA: company.ca,
+  });
   t.equal(await pull(both.url, publicHost), `model '${publicHost}/team/m:v1' not found in the registry`, "NODE_EXTRA_CA_CERTS's CA is still trusted");
   t.equal(await pull(both.url, privateHost), `model '${privateHost}/team/m:v1' not found in the registry`, "and SERVICE_REGISTRY_CA's");
-  const systemStore = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "c"), NODE_OPTIONS: "--use-openssl-ca", SSL_CERT_FILE: system.ca, SERVICE_REGISTRY_CA: company.ca });
+  const systemStore = await forkDaemon(t, {
+    SERVICE_HOST: "127.0.0.1:0",
+    SERVICE_MODELS: path.join(dir, "c"),
+    NODE_OPTIONS: "--use-openssl-ca",
+    SSL_CERT_FILE: system.ca,
+    SERVICE_REGISTRY_CA: company.ca,
+  });
   t.equal(await pull(systemStore.url, publicHost), `model '${publicHost}/team/m:v1' not found in the registry`, "the system store's CA is still trusted");
   t.equal(await pull(systemStore.url, privateHost), `model '${privateHost}/team/m:v1' not found in the registry`, "beside SERVICE_REGISTRY_CA's");
   const companyOnly = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "b"), SERVICE_REGISTRY_CA: company.ca });
-  t.match(await pull(companyOnly.url, publicHost), `the TLS certificate of registry ${publicHost} is not trusted`, "without either, the first is not trusted: the store trusted it");
+  t.match(
+    await pull(companyOnly.url, publicHost),
+    `the TLS certificate of registry ${publicHost} is not trusted`,
+    "without either, the first is not trusted: the store trusted it",
+  );
 });

@@ -98,9 +98,19 @@ t.test("malformed answers fail the pull with their reason: a bad chunk size, a c
   const { url } = await startDaemon(t, { models: [] });
   const bad = await startChaosRegistry(t, source, { seed: 3, weights: { badChunk: 1 } });
   // The manifest fits in one chunk; the model blob's second chunk size is not hexadecimal.
-  await assertError(t, await postJson(`${url}/api/pull`, { model: `${bad.host}/library/m`, insecure: true, stream: false }), 500, `pull ${sha256(data).slice(7, 19)}: registry ${bad.host} sent a malformed HTTP answer (Invalid character in chunk size)`);
+  await assertError(
+    t,
+    await postJson(`${url}/api/pull`, { model: `${bad.host}/library/m`, insecure: true, stream: false }),
+    500,
+    `pull ${sha256(data).slice(7, 19)}: registry ${bad.host} sent a malformed HTTP answer (Invalid character in chunk size)`,
+  );
   const cut = await startChaosRegistry(t, source, { seed: 3, weights: { cutHead: 1 } });
-  await assertError(t, await postJson(`${url}/api/pull`, { model: `${cut.host}/library/m`, insecure: true, stream: false }), 500, `pull model manifest: cannot reach registry ${cut.host}: connection reset`);
+  await assertError(
+    t,
+    await postJson(`${url}/api/pull`, { model: `${cut.host}/library/m`, insecure: true, stream: false }),
+    500,
+    `pull model manifest: cannot reach registry ${cut.host}: connection reset`,
+  );
   t.ok(cut.stats.requests > 1, "a connection closed before the answer is retried");
   t.equal((await fetch(`${url}/api/version`)).status, 200);
 });
@@ -119,7 +129,18 @@ t.test("a chaos registry: 200 pulls each succeed or fail with their reason, the 
     ]);
     return `library/m${i}`;
   });
-  const weights: Partial<Record<Behaviour, number>> = { keepalive: 8, http10: 3, close: 3, chunked: 2, cutHead: 1, cutBody: 1, reset: 1, badChunk: 0.5, stallHead: 0.5, stallBody: 0.5 };
+  const weights: Partial<Record<Behaviour, number>> = {
+    keepalive: 8,
+    http10: 3,
+    close: 3,
+    chunked: 2,
+    cutHead: 1,
+    cutBody: 1,
+    reset: 1,
+    badChunk: 0.5,
+    stallHead: 0.5,
+    stallBody: 0.5,
+  };
   const chaos = await startChaosRegistry(t, source, { seed, weights });
   const { url, config } = await startDaemon(t, { models: [] });
   const watch = watchDaemon(url);
@@ -139,7 +160,8 @@ t.test("a chaos registry: 200 pulls each succeed or fail with their reason, the 
       }
       // A failure names what went wrong with the registry: never the bare internal error.
       const error = typeof body.error === "string" ? body.error : "";
-      const reasoned = Object.keys(body).length === 1 && res.status >= 400 && /registry|pull|digest|stalled|download|manifest/.test(error) && !/internal error/.test(error);
+      const reasoned =
+        Object.keys(body).length === 1 && res.status >= 400 && /registry|pull|digest|stalled|download|manifest/.test(error) && !/internal error/.test(error);
       if (!reasoned) unexplained.push({ status: res.status, body });
       const kind = error.replace(/[0-9a-f]{12,}|127\.0\.0\.1:\d+|\d+(\.\d+)? s\b/g, "…");
       outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1);

@@ -40,11 +40,17 @@ t.test("20 simultaneous pulls of one model into an empty store: all succeed, eac
     { mediaType: TEMPLATE, data: Buffer.from("{{ .Prompt }}") },
   ]) as { config: { digest: string }; layers: Array<{ digest: string }> };
   const { url, config } = await startDaemon(t, { models: [] });
-  const answers = await Promise.all(Array.from({ length: 20 }, async () => (await postJson(`${url}/api/pull`, { model: `${reg.host}/library/tiny`, insecure: true, stream: false })).json()));
+  const answers = await Promise.all(
+    Array.from({ length: 20 }, async () => (await postJson(`${url}/api/pull`, { model: `${reg.host}/library/tiny`, insecure: true, stream: false })).json()),
+  );
   t.same(answers, Array.from({ length: 20 }, () => ({ status: "success" })));
   for (const d of [...manifest.layers.map((l) => l.digest), manifest.config.digest]) t.equal(gets(reg, d), 1, `${d.slice(7, 19)} was requested once`);
   t.equal(reg.stats.bytesServed.get(sha256(gguf)), gguf.length, "the model's bytes were served once");
-  t.same(blobFiles(config.models), [...manifest.layers.map((l) => l.digest), manifest.config.digest].map((d) => d.replace(":", "-")).sort(), "the blobs and nothing else: no partial file");
+  t.same(
+    blobFiles(config.models),
+    [...manifest.layers.map((l) => l.digest), manifest.config.digest].map((d) => d.replace(":", "-")).sort(),
+    "the blobs and nothing else: no partial file",
+  );
   t.ok(await verified(config.models));
 });
 
@@ -61,7 +67,9 @@ t.test("distinct models sharing their config and template, pulled at once: all s
   const configDigest = (JSON.parse(reg.manifests.get("library/m0:latest")!.toString()) as { config: { digest: string } }).config.digest;
   const { url, config } = await startDaemon(t, { models: [] });
   // Four pulls of each of the ten models, all at once.
-  const answers = await Promise.all(names.flatMap((name) => Array.from({ length: 4 }, async () => (await postJson(`${url}/api/pull`, { model: name, insecure: true, stream: false })).json())));
+  const answers = await Promise.all(
+    names.flatMap((name) => Array.from({ length: 4 }, async () => (await postJson(`${url}/api/pull`, { model: name, insecure: true, stream: false })).json())),
+  );
   t.same(answers, Array.from({ length: 40 }, () => ({ status: "success" })));
   t.equal(gets(reg, configDigest), 1, "the shared config was downloaded once");
   t.equal(gets(reg, sha256(template)), 1, "the shared template was downloaded once");

@@ -43,7 +43,10 @@ t.test("pulls go through the mirror, and to the origin when the mirror is down",
     SERVICE_REGISTRY_MIRRORS: `${origin.host}=${mirror.url}`,
   });
   // Its demo model shares every blob with the pushed copy: deleted, so that the pull fetches them all.
-  t.equal((await fetch(`${b.url}/api/delete`, { method: "DELETE", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "demo" }) })).status, 200);
+  t.equal(
+    (await fetch(`${b.url}/api/delete`, { method: "DELETE", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "demo" }) })).status,
+    200,
+  );
   t.same(readdirSync(path.join(dir, "b", "blobs")).filter((f) => f.startsWith("sha256-")), [], "host b starts with no blob");
   const originSeen = origin.accessLog().length;
   const pulled = await lmd(b.url, ["pull", name], { timeoutMs: 120_000 });
@@ -66,7 +69,22 @@ t.test("pulls go through the mirror, and to the origin when the mirror is down",
   const again = await lmd(b.url, ["pull", name], { timeoutMs: 120_000 });
   t.equal(again.code, 0, `pull with the mirror stopped: ${again.stderr.slice(-300)}`);
   t.equal(mirror.accessLog().length, mirrorSeen, "the stopped mirror served nothing");
-  t.ok(origin.accessLog().slice(originBefore).some((l) => /"GET \/v2\/team\/demo\/manifests\/v1 HTTP\/[\d.]+" 200 /.test(l) && l.endsWith(LMD_AGENT)), "lmd fetched the manifest from the origin itself");
-  t.ok(origin.accessLog().slice(originBefore).some((l) => /"GET \/v2\/team\/demo\/blobs\/sha256:[0-9a-f]{64} HTTP\/[\d.]+" 20[06] /.test(l) && l.endsWith(LMD_AGENT)), "and the blobs");
-  t.ok(b.lines.some((l) => l.msg === "registry mirror failed; asking the next source" && l.mirror === mirror.host), "the fallback is logged with the mirror's name");
+  t.ok(
+    origin
+      .accessLog()
+      .slice(originBefore)
+      .some((l) => /"GET \/v2\/team\/demo\/manifests\/v1 HTTP\/[\d.]+" 200 /.test(l) && l.endsWith(LMD_AGENT)),
+    "lmd fetched the manifest from the origin itself",
+  );
+  t.ok(
+    origin
+      .accessLog()
+      .slice(originBefore)
+      .some((l) => /"GET \/v2\/team\/demo\/blobs\/sha256:[0-9a-f]{64} HTTP\/[\d.]+" 20[06] /.test(l) && l.endsWith(LMD_AGENT)),
+    "and the blobs",
+  );
+  t.ok(
+    b.lines.some((l) => l.msg === "registry mirror failed; asking the next source" && l.mirror === mirror.host),
+    "the fallback is logged with the mirror's name",
+  );
 });

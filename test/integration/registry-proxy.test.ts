@@ -47,7 +47,10 @@ async function startProxy(t: Test): Promise<{ url: string; log: () => Promise<st
   const logFile = path.join(dir, "tinyproxy.log");
   const port = await freePort();
   const conf = path.join(dir, "tinyproxy.conf");
-  await fs.writeFile(conf, [`Port ${port}`, "Listen 127.0.0.1", "Timeout 30", "LogLevel Info", `LogFile "${logFile}"`, "MaxClients 50", "Allow 127.0.0.1", ""].join("\n"));
+  await fs.writeFile(
+    conf,
+    [`Port ${port}`, "Listen 127.0.0.1", "Timeout 30", "LogLevel Info", `LogFile "${logFile}"`, "MaxClients 50", "Allow 127.0.0.1", ""].join("\n"),
+  );
   const child = spawn(tinyproxy!, ["-d", "-c", conf], { stdio: "ignore" });
   t.teardown(() => void child.kill("SIGTERM"));
   const end = Date.now() + 10_000;
@@ -116,10 +119,20 @@ t.test("an https registry is reached through HTTPS_PROXY's CONNECT tunnel, its c
   const host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
   setEnv(t, { HTTPS_PROXY: proxy.url });
   const trusting = await startDaemon(t, { models: [], env: { SERVICE_REGISTRY_CA: ca.ca, SERVICE_MODELS: path.join(dir, "a") } });
-  await assertError(t, await postJson(`${trusting.url}/api/pull`, { model: `${host}/team/m:v1`, stream: false }), 404, `model '${host}/team/m:v1' not found in the registry`);
+  await assertError(
+    t,
+    await postJson(`${trusting.url}/api/pull`, { model: `${host}/team/m:v1`, stream: false }),
+    404,
+    `model '${host}/team/m:v1' not found in the registry`,
+  );
   t.match(await proxy.log(), `CONNECT ${host}`, "the proxy opened the tunnel");
   const untrusting = await startDaemon(t, { models: [], env: { SERVICE_MODELS: path.join(dir, "b") } });
-  await assertError(t, await postJson(`${untrusting.url}/api/pull`, { model: `${host}/team/m:v1`, stream: false }), 500, new RegExp(`the TLS certificate of registry ${host.replace(/\./g, "\\.")} is not trusted`));
+  await assertError(
+    t,
+    await postJson(`${untrusting.url}/api/pull`, { model: `${host}/team/m:v1`, stream: false }),
+    500,
+    new RegExp(`the TLS certificate of registry ${host.replace(/\./g, "\\.")} is not trusted`),
+  );
 });
 
 t.test("without a proxy variable nothing goes to the proxy", { skip: noProxy }, async (t) => {
@@ -178,7 +191,12 @@ t.test("a registry on a private network may not redirect lmd to loopback through
   setEnv(t, { HTTP_PROXY: proxy.url });
   const pull = () => postJson(`${url}/api/pull`, { model: `${reg.host}/library/tiny`, insecure: true, stream: false });
   reg.faults.redirectTo = `http://localhost:${port}/internal/secret`;
-  await assertError(t, await pull(), 500, new RegExp(`^pull ${sha256(gguf).slice(7, 19)}: registry redirect refused: localhost resolves to (127\\.0\\.0\\.1|::1), a loopback address`));
+  await assertError(
+    t,
+    await pull(),
+    500,
+    new RegExp(`^pull ${sha256(gguf).slice(7, 19)}: registry redirect refused: localhost resolves to (127\\.0\\.0\\.1|::1), a loopback address`),
+  );
   t.equal(hits, 0, "the internal server was never reached");
   t.notMatch(await proxy.log(), `localhost:${port}`, "the proxy was never asked for it");
   t.match(await proxy.log(), `GET http://${reg.host}/v2/library/tiny/manifests/latest`, "the registry itself was asked through the proxy");

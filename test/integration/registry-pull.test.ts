@@ -52,7 +52,11 @@ t.test("multi-layer pull with a token challenge and a redirect to a blob host", 
   t.match(res.headers.get("content-type"), /application\/x-ndjson/);
   const lines = await readNdjson(res);
   const statuses = [...new Set(lines.map((l) => l.status))];
-  t.same(statuses, ["pulling manifest", ...order.map((d) => `pulling ${d.slice(7, 19)}`), "verifying sha256 digest", "writing manifest", "success"], "one pulling status per layer and the config");
+  t.same(
+    statuses,
+    ["pulling manifest", ...order.map((d) => `pulling ${d.slice(7, 19)}`), "verifying sha256 digest", "writing manifest", "success"],
+    "one pulling status per layer and the config",
+  );
   const modelLine = lines.filter((l) => l.digest === digest).at(-1);
   t.same(modelLine, { status: `pulling ${digest.slice(7, 19)}`, digest, total: gguf.length, completed: gguf.length });
 
@@ -66,7 +70,10 @@ t.test("multi-layer pull with a token challenge and a redirect to a blob host", 
 
   const tags = (await (await fetch(`${url}/api/tags`)).json()) as { models: Array<{ name: string }> };
   t.same(tags.models.map((m) => m.name), [name]);
-  const gen = (await (await postJson(`${url}/api/generate`, { model: name, prompt: "hi", stream: false, options: { temperature: 0 } })).json()) as Record<string, unknown>;
+  const gen = (await (await postJson(`${url}/api/generate`, { model: name, prompt: "hi", stream: false, options: { temperature: 0 } })).json()) as Record<
+    string,
+    unknown
+  >;
   t.equal(gen.eval_count, 3, "the pulled model is served with its params layer");
 
   const again = await postJson(`${url}/api/pull`, { name, insecure: true, stream: false });
@@ -94,7 +101,9 @@ t.test("a pull stopped mid-blob is resumed by the next pull from the partial fil
   const { url, config } = await startDaemon(t, { models: [] });
   const partial = path.join(config.models, "blobs", `.partial-${digest.replace(":", "-")}`);
   const ac = new AbortController();
-  const first = postJson(`${url}/api/pull`, { model: `${reg.host}/library/tiny`, insecure: true }, { signal: ac.signal }).then((r) => r.text()).catch(() => "aborted");
+  const first = postJson(`${url}/api/pull`, { model: `${reg.host}/library/tiny`, insecure: true }, { signal: ac.signal })
+    .then((r) => r.text())
+    .catch(() => "aborted");
   await until(() => reached, "the stall");
   const progress = async () => {
     const state = JSON.parse(await fs.readFile(`${partial}.json`, "utf8").catch(() => "{}")) as { parts?: Array<{ done: number }> };
@@ -172,7 +181,12 @@ t.test("registry errors: their status without streaming, the stream's last line 
   t.equal(reg.stats.tokenRequests, 0);
 
   const open = await startTestRegistry(t);
-  await assertError(t, await pull({ model: `${open.host}/library/none`, insecure: true }), 404, `model '${open.host}/library/none:latest' not found in the registry`);
+  await assertError(
+    t,
+    await pull({ model: `${open.host}/library/none`, insecure: true }),
+    404,
+    `model '${open.host}/library/none:latest' not found in the registry`,
+  );
   t.same(await readNdjson(await postJson(`${url}/api/pull`, { model: `${open.host}/library/none`, insecure: true })), [
     { status: "pulling manifest" },
     { error: `model '${open.host}/library/none:latest' not found in the registry` },
@@ -180,5 +194,10 @@ t.test("registry errors: their status without streaming, the stream's last line 
   await assertError(t, await postJson(`${url}/api/pull`, {}), 400, "model is required");
   await assertError(t, await postJson(`${url}/api/pull`, { model: "a/../b" }), 400, "invalid model name 'a/../b'");
   open.faults.failStatus = { path: /manifests/, status: 503 };
-  await assertError(t, await pull({ model: `${open.host}/library/none`, insecure: true }), 500, `pull model manifest: registry ${open.host} answered status 503`);
+  await assertError(
+    t,
+    await pull({ model: `${open.host}/library/none`, insecure: true }),
+    500,
+    `pull model manifest: registry ${open.host} answered status 503`,
+  );
 });

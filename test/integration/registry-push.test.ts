@@ -39,7 +39,10 @@ t.test("push, then pull into a fresh store: identical blobs", async (t) => {
   const pulled = await postJson(`${b.url}/api/pull`, { model: name, insecure: true, stream: false });
   t.same(await pulled.json(), { status: "success" });
   t.same(await blobs(b.config.models), await blobs(a.config.models), "same blob files, same bytes");
-  const gen = (await (await postJson(`${b.url}/api/generate`, { model: name, prompt: "hi", stream: false, options: { temperature: 0 } })).json()) as Record<string, unknown>;
+  const gen = (await (await postJson(`${b.url}/api/generate`, { model: name, prompt: "hi", stream: false, options: { temperature: 0 } })).json()) as Record<
+    string,
+    unknown
+  >;
   t.equal(gen.eval_count, 2);
 });
 

@@ -1,5 +1,5 @@
 /**
- * Blind SSRF through a registry's redirects (issue 13 item 11). A registry that is not on loopback
+ * Blind SSRF through a registry's redirects. A registry that is not on loopback
  * may not send lmd to loopback, link-local or (from a public registry) private addresses; the
  * address is checked where the socket resolves it, so a DNS name is caught as well as a literal.
  *
@@ -41,11 +41,26 @@ t.test("a registry on a private network may not redirect lmd to loopback or link
   const pull = () => postJson(`${url}/api/pull`, { model: `${reg.host}/library/tiny`, insecure: true, stream: false });
 
   reg.faults.redirectTo = `http://127.0.0.1:${port}/internal/secret`;
-  await assertError(t, await pull(), 500, `pull ${short}: registry redirect refused: 127.0.0.1 is a loopback address, where a registry on another network may not send lmd`);
+  await assertError(
+    t,
+    await pull(),
+    500,
+    `pull ${short}: registry redirect refused: 127.0.0.1 is a loopback address, where a registry on another network may not send lmd`,
+  );
   reg.faults.redirectTo = `http://localhost:${port}/internal/secret`; // a name: caught where it resolves
-  await assertError(t, await pull(), 500, new RegExp(`^pull ${short}: registry redirect refused: localhost resolves to (127\\.0\\.0\\.1|::1), a loopback address`));
+  await assertError(
+    t,
+    await pull(),
+    500,
+    new RegExp(`^pull ${short}: registry redirect refused: localhost resolves to (127\\.0\\.0\\.1|::1), a loopback address`),
+  );
   reg.faults.redirectTo = "http://169.254.169.254/latest/meta-data/";
-  await assertError(t, await pull(), 500, `pull ${short}: registry redirect refused: 169.254.169.254 is a link-local address, where a registry on another network may not send lmd`);
+  await assertError(
+    t,
+    await pull(),
+    500,
+    `pull ${short}: registry redirect refused: 169.254.169.254 is a link-local address, where a registry on another network may not send lmd`,
+  );
   t.equal(hits, 0, "the internal server was never reached");
   t.same(readdirSync(path.join(config.models, "blobs")), [], "refused redirects leave no partial file");
 

@@ -24,12 +24,23 @@ t.test("a token server that wants credentials", async (t) => {
     chmodSync(auth, 0o600);
   };
   const d = await startDaemon(t, { models: [], env: { SERVICE_REGISTRY_AUTH: auth } });
-  const pull = async () => (await (await postJson(`${d.url}/api/pull`, { model: `${reg.host}/team/tiny:v1`, insecure: true, stream: false })).json()) as Record<string, unknown>;
+  const pull = async () =>
+    (await (await postJson(`${d.url}/api/pull`, { model: `${reg.host}/team/tiny:v1`, insecure: true, stream: false })).json()) as Record<string, unknown>;
   const blobs = () => readdirSync(path.join(d.config.models, "blobs")).filter((f) => !f.startsWith(".tmp"));
 
-  t.same(await pull(), { error: `pull model manifest: registry ${reg.host} requires authentication: no credentials file ${auth} (SERVICE_REGISTRY_AUTH): invalid username or password (status 401)` }, "no file: said so");
+  t.same(
+    await pull(),
+    {
+      error: `pull model manifest: registry ${reg.host} requires authentication: no credentials file ${auth} (SERVICE_REGISTRY_AUTH): invalid username or password (status 401)`,
+    },
+    "no file: said so",
+  );
   write({ auths: { [reg.host]: { username: "alice", password: "wrong" } } });
-  t.same(await pull(), { error: `pull model manifest: registry ${reg.host} refused the credentials for it in ${auth}: invalid username or password (status 401)` }, "wrong password: the token server's 401, in words");
+  t.same(
+    await pull(),
+    { error: `pull model manifest: registry ${reg.host} refused the credentials for it in ${auth}: invalid username or password (status 401)` },
+    "wrong password: the token server's 401, in words",
+  );
   t.same(blobs(), [], "nothing written to the store");
 
   write({ auths: { [`http://${reg.host}/`]: { auth: Buffer.from("alice:s3cret").toString("base64") } } });
@@ -39,14 +50,18 @@ t.test("a token server that wants credentials", async (t) => {
   const toBlobHost = reg.stats.blobRequests.filter((r) => r.server === "blobhost");
   t.ok(toBlobHost.length > 0, "blobs came from the blob host (a redirect)");
   t.same(toBlobHost.map((r) => r.authorization), toBlobHost.map(() => undefined), "no Authorization went to the blob host");
-  t.ok(reg.stats.blobRequests.filter((r) => r.server === "registry").every((r) => r.authorization?.startsWith("Bearer ")), "the registry got the token, never the password");
+  t.ok(
+    reg.stats.blobRequests.filter((r) => r.server === "registry").every((r) => r.authorization?.startsWith("Bearer ")),
+    "the registry got the token, never the password",
+  );
 });
 
 t.test("a 401 without a challenge", async (t) => {
   const reg = await startTestRegistry(t);
   reg.addModel("team/tiny", "v1", [{ mediaType: MODEL, data: Buffer.from("not used") }]);
   const d = await startDaemon(t, { models: [] });
-  const pull = async () => (await (await postJson(`${d.url}/api/pull`, { model: `${reg.host}/team/tiny:v1`, insecure: true, stream: false })).json()) as Record<string, unknown>;
+  const pull = async () =>
+    (await (await postJson(`${d.url}/api/pull`, { model: `${reg.host}/team/tiny:v1`, insecure: true, stream: false })).json()) as Record<string, unknown>;
   reg.faults.failStatus = { path: /manifests/, status: 401 };
   t.same(await pull(), { error: `pull model manifest: registry ${reg.host} requires authentication and names no scheme (no WWW-Authenticate)` });
 });

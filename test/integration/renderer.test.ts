@@ -24,9 +24,11 @@ t.test("a model that names Ollama's renderer", async (t) => {
   });
   const post = async (path: string, body: Record<string, unknown>) => {
     const res = await postJson(`${url}${path}`, { stream: false, ...body });
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON answer whose fields the assertions read by path
     return { status: res.status, body: (await res.json()) as Record<string, any> };
   };
-  const rendered = async (model: string, body: Record<string, unknown>, path = "/api/chat") => (await post(path, { model, _debug_render_only: true, ...body })).body["_debug_info"]?.rendered_template;
+  const rendered = async (model: string, body: Record<string, unknown>, path = "/api/chat") =>
+    (await post(path, { model, _debug_render_only: true, ...body })).body["_debug_info"]?.rendered_template;
 
   t.test("is rendered with its GGUF's chat template, not the {{ .Prompt }} stub", async (t) => {
     t.equal(await rendered("coder", { messages: question }), CHATML);
@@ -48,8 +50,15 @@ t.test("a model that names Ollama's renderer", async (t) => {
 
   t.test("/api/create keeps RENDERER and PARSER, inherits them, and refuses what lmd cannot honour", async (t) => {
     t.equal((await post("/api/create", { model: "coder2", from: "coder", system: "Terse." })).status, 200);
-    t.same(((b) => [b["renderer"], b["parser"]])((await post("/api/show", { model: "coder2" })).body), ["qwen3-coder", "qwen3-coder"], "from a model: its renderer and parser carry over");
-    t.equal(await rendered("coder2", { messages: [{ role: "user", content: "Hi" }] }), "<|im_start|>system\nTerse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    t.same(
+      ((b) => [b["renderer"], b["parser"]])((await post("/api/show", { model: "coder2" })).body),
+      ["qwen3-coder", "qwen3-coder"],
+      "from a model: its renderer and parser carry over",
+    );
+    t.equal(
+      await rendered("coder2", { messages: [{ role: "user", content: "Hi" }] }),
+      "<|im_start|>system\nTerse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+    );
     t.equal((await post("/api/create", { model: "coder3", from: "plain", template: "{{ .Prompt }}", renderer: "qwen3.5", parser: "qwen3.5" })).status, 200);
     t.equal(await rendered("coder3", { messages: question }), CHATML);
 

@@ -43,7 +43,12 @@ t.test("the reranker recipe of docs/api.md runs as written", async (t) => {
     encoding: "utf8",
     timeout: 300_000,
     // The bundle's clone is kept between runs in the temp directory, not in the user's ~/.cache.
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: work, SERVICE_HOST: daemon.url, XDG_CACHE_HOME: path.join(os.tmpdir(), `lmd-test-cache-${process.getuid?.() ?? "u"}`) },
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: work,
+      SERVICE_HOST: daemon.url,
+      XDG_CACHE_HOME: path.join(os.tmpdir(), `lmd-test-cache-${process.getuid?.() ?? "u"}`),
+    },
   });
   const json = out.slice(out.indexOf('{"model"'));
   const answer = JSON.parse(json) as { model: string; results: { index: number; relevance_score: number }[] };

@@ -27,7 +27,13 @@ await installGguf(app.services.store, "reranker", file, { architecture: "bert", 
 await installGguf(app.services.store, "bge-tiny", await bertGguf(), { architecture: "bert", fileType: "Q8_0" });
 
 const query = "what do cats eat";
-const documents = ["Cats are carnivores and eat meat.", "The stock market fell today.", "Kittens drink milk.", "Paris is the capital of France.", "Dogs bark at night."];
+const documents = [
+  "Cats are carnivores and eat meat.",
+  "The stock market fell today.",
+  "Kittens drink milk.",
+  "Paris is the capital of France.",
+  "Dogs bark at night.",
+];
 
 t.test("results sorted by score, every index once, usage counted", async (t) => {
   const res = await postJson(`${url}/v1/rerank`, { model: "reranker", query, documents });
@@ -48,13 +54,16 @@ t.test("results sorted by score, every index once, usage counted", async (t) => 
     const model = await llama.loadModel({ modelPath: file });
     const ctx = await model.createRankingContext({ contextSize: 512, threads: 1 });
     const direct = await ctx.rankAll(query, documents);
-    for (const r of body.results) t.ok(Math.abs(r.relevance_score - direct[r.index]!) < 1e-6, `document ${r.index}: ${r.relevance_score} vs ${direct[r.index]}`);
+    for (const r of body.results)
+      t.ok(Math.abs(r.relevance_score - direct[r.index]!) < 1e-6, `document ${r.index}: ${r.relevance_score} vs ${direct[r.index]}`);
     const tokens = documents.reduce((n, d) => n + ctx.calculateInputLength(query, d), 0);
     t.equal(body.usage.prompt_tokens, tokens, "usage is the evaluated tokens");
   });
 
   t.test("top_n keeps the best n; /api/rerank is an alias; {text} documents; return_documents", async (t) => {
-    const top = (await (await postJson(`${url}/api/rerank`, { model: "reranker", query, documents: documents.map((text) => ({ text })), top_n: 2, return_documents: true })).json()) as Rerank;
+    const top = (await (
+      await postJson(`${url}/api/rerank`, { model: "reranker", query, documents: documents.map((text) => ({ text })), top_n: 2, return_documents: true })
+    ).json()) as Rerank;
     t.same(top.results.map((r) => r.index), body.results.slice(0, 2).map((r) => r.index), "the two best, in order");
     t.same(top.results.map((r) => r.document?.text), body.results.slice(0, 2).map((r) => documents[r.index]), "with their text");
     const all = (await (await postJson(`${url}/v1/rerank`, { model: "reranker", query, documents, top_n: 50 })).json()) as Rerank;
@@ -70,14 +79,29 @@ t.test("errors", async (t) => {
   await assertError(t, await postJson(`${url}/v1/rerank`, { model: "nope", query, documents }), 404, "model 'nope' not found, try pulling it first");
   await assertError(t, await postJson(`${url}/v1/rerank`, { model: "reranker", documents }), 400, "query is required");
   await assertError(t, await postJson(`${url}/v1/rerank`, { model: "reranker", query, documents: [] }), 400, "documents must have at least 1 items");
-  await assertError(t, await postJson(`${url}/v1/rerank`, { model: "reranker", query, documents, top_n: 0 }), 400, "top_n must be between 1 and 9007199254740991");
-  await assertError(t, await postJson(`${url}/v1/rerank`, { model: "reranker", query, documents: ["word ".repeat(600)] }), 400, /^input length exceeds maximum context length \(\d+ tokens > 511\)$/);
+  await assertError(
+    t,
+    await postJson(`${url}/v1/rerank`, { model: "reranker", query, documents, top_n: 0 }),
+    400,
+    "top_n must be between 1 and 9007199254740991",
+  );
+  await assertError(
+    t,
+    await postJson(`${url}/v1/rerank`, { model: "reranker", query, documents: ["word ".repeat(600)] }),
+    400,
+    /^input length exceeds maximum context length \(\d+ tokens > 511\)$/,
+  );
 
   // A model file whose header cannot be read is the load's corrupt-model 500, as on every other endpoint.
   const corrupt = path.join(t.testdir(), "corrupt.gguf");
   await writeFile(corrupt, craftedCorpus()[0]!.data);
   await installGguf(app.services.store, "corrupt", corrupt);
-  await assertError(t, await postJson(`${url}/v1/rerank`, { model: "corrupt", query, documents }), 500, /^failed to load model 'corrupt:latest': corrupt model file: /);
+  await assertError(
+    t,
+    await postJson(`${url}/v1/rerank`, { model: "corrupt", query, documents }),
+    500,
+    /^failed to load model 'corrupt:latest': corrupt model file: /,
+  );
 
   const show = (await (await postJson(`${url}/api/show`, { model: "reranker" })).json()) as { capabilities: string[] };
   t.same(show.capabilities, ["reranking"], "Ollama's capability word");

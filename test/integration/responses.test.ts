@@ -9,7 +9,13 @@ import t from "tap";
 import { startDaemon } from "../helpers/daemon.js";
 
 const tools: OpenAI.Responses.FunctionTool[] = [
-  { type: "function", name: "get_weather", description: "Current weather in a city", parameters: { type: "object", properties: { city: { enum: ["Paris", "Tokyo"] } }, required: ["city"] }, strict: true },
+  {
+    type: "function",
+    name: "get_weather",
+    description: "Current weather in a city",
+    parameters: { type: "object", properties: { city: { enum: ["Paris", "Tokyo"] } }, required: ["city"] },
+    strict: true,
+  },
   { type: "function", name: "get_time", parameters: { type: "object", properties: { zone: { enum: ["UTC", "CET"] } }, required: ["zone"] }, strict: true },
 ];
 
@@ -20,8 +26,18 @@ t.test("responses", async (t) => {
 
   t.test("create and stream give the same answer", async (t) => {
     const created = await openai.responses.create({ ...base, instructions: "Be brief.", input: "Hello" });
-    t.match(created, { id: /^resp_/, object: "response", status: /^(completed|incomplete)$/, model: "chat", instructions: "Be brief.", output: [{ type: "message", role: "assistant", content: [{ type: "output_text" }] }] });
-    t.equal(created.output_text, (created.output[0] as OpenAI.Responses.ResponseOutputMessage).content.map((c) => (c.type === "output_text" ? c.text : "")).join(""));
+    t.match(created, {
+      id: /^resp_/,
+      object: "response",
+      status: /^(completed|incomplete)$/,
+      model: "chat",
+      instructions: "Be brief.",
+      output: [{ type: "message", role: "assistant", content: [{ type: "output_text" }] }],
+    });
+    t.equal(
+      created.output_text,
+      (created.output[0] as OpenAI.Responses.ResponseOutputMessage).content.map((c) => (c.type === "output_text" ? c.text : "")).join(""),
+    );
     t.ok(created.usage && created.usage.input_tokens > 0 && created.usage.output_tokens > 0, "usage");
 
     const types: string[] = [];
@@ -32,10 +48,18 @@ t.test("responses", async (t) => {
     const final = await stream.finalResponse();
     t.equal(final.output_text, created.output_text, "string input and a message item render alike; the stream adds up to the same text");
     t.equal(deltas, created.output_text);
-    t.match(final.usage, { input_tokens: created.usage!.input_tokens, output_tokens: created.usage!.output_tokens }, "usage (cached_tokens differ: the second prompt comes from the cache)");
+    t.match(
+      final.usage,
+      { input_tokens: created.usage!.input_tokens, output_tokens: created.usage!.output_tokens },
+      "usage (cached_tokens differ: the second prompt comes from the cache)",
+    );
     t.ok(final.usage!.input_tokens_details.cached_tokens > 0, "cached_tokens counts the prompt cache");
     t.same(types.slice(0, 4), ["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"], "the opening events");
-    t.same(types.slice(-4), ["response.output_text.done", "response.content_part.done", "response.output_item.done", `response.${created.status}`], "the closing events");
+    t.same(
+      types.slice(-4),
+      ["response.output_text.done", "response.content_part.done", "response.output_item.done", `response.${created.status}`],
+      "the closing events",
+    );
   });
 
   t.test("max_output_tokens ends an incomplete response", async (t) => {
@@ -51,7 +75,14 @@ t.test("responses", async (t) => {
   });
 
   t.test("function tools: a forced call, its output fed back", async (t) => {
-    const first = await openai.responses.create({ ...base, max_output_tokens: 60, temperature: 0.7, input: "Weather in Paris?", tools, tool_choice: "required" });
+    const first = await openai.responses.create({
+      ...base,
+      max_output_tokens: 60,
+      temperature: 0.7,
+      input: "Weather in Paris?",
+      tools,
+      tool_choice: "required",
+    });
     const call = first.output.find((o): o is OpenAI.Responses.ResponseFunctionToolCall => o.type === "function_call");
     t.ok(call, "a function_call item");
     if (!call) return;
@@ -67,16 +98,30 @@ t.test("responses", async (t) => {
     const named = streamed.output.find((o): o is OpenAI.Responses.ResponseFunctionToolCall => o.type === "function_call");
     t.match(named, { name: "get_time", arguments: args }, "the named tool, its arguments streamed");
 
-    const followUp = (output: string): OpenAI.Responses.ResponseInput => [{ role: "user", content: "Weather in Paris?" }, call, { type: "function_call_output", call_id: call.call_id, output }];
+    const followUp = (output: string): OpenAI.Responses.ResponseInput => [
+      { role: "user", content: "Weather in Paris?" },
+      call,
+      { type: "function_call_output", call_id: call.call_id, output },
+    ];
     const short = await openai.responses.create({ ...base, max_output_tokens: 2, input: followUp("21C"), tools });
-    const long = await openai.responses.create({ ...base, max_output_tokens: 2, input: followUp("21C, clear sky, a light breeze from the west, low humidity"), tools });
+    const long = await openai.responses.create({
+      ...base,
+      max_output_tokens: 2,
+      input: followUp("21C, clear sky, a light breeze from the west, low humidity"),
+      tools,
+    });
     t.match(short.output, [{ type: "message" }]);
     t.ok(long.usage!.input_tokens > short.usage!.input_tokens, "the function output is rendered into the next prompt");
   });
 
   t.test("text.format json_schema constrains the answer", async (t) => {
     const schema = { type: "object", properties: { answer: { enum: ["yes", "no"] } }, required: ["answer"], additionalProperties: false };
-    const res = await openai.responses.create({ ...base, max_output_tokens: 40, input: "Yes or no?", text: { format: { type: "json_schema", name: "answer", schema, strict: true } } });
+    const res = await openai.responses.create({
+      ...base,
+      max_output_tokens: 40,
+      input: "Yes or no?",
+      text: { format: { type: "json_schema", name: "answer", schema, strict: true } },
+    });
     t.ok(new Ajv().compile(schema)(JSON.parse(res.output_text)), `output matches the schema: ${res.output_text}`);
   });
 

@@ -25,7 +25,11 @@ interface Bystander {
 async function bystander(url: string): Promise<Bystander> {
   let seen!: () => void;
   const first = new Promise<void>((resolve) => (seen = resolve));
-  const res = await postJson(`${url}/api/chat`, { model: "tiny", messages: [{ role: "user", content: "tell me a long story" }], options: { num_predict: 300, temperature: 0 } });
+  const res = await postJson(`${url}/api/chat`, {
+    model: "tiny",
+    messages: [{ role: "user", content: "tell me a long story" }],
+    options: { num_predict: 300, temperature: 0 },
+  });
   const lines: Record<string, unknown>[] = [];
   const done = (async () => {
     const decoder = new TextDecoder();
@@ -44,7 +48,11 @@ async function bystander(url: string): Promise<Bystander> {
 
 t.test("a bystander's stream completes while another client's 1 MiB prompt is tokenized", async (t) => {
   const { url } = await startDaemon(t, { env: { SERVICE_RENDER_TIMEOUT: "2s", SERVICE_NUM_PARALLEL: "2" } });
-  t.equal((await postJson(`${url}/api/chat`, { model: "tiny", messages: [{ role: "user", content: "hi" }], stream: false, options: { num_predict: 1 } })).status, 200, "the model is loaded");
+  t.equal(
+    (await postJson(`${url}/api/chat`, { model: "tiny", messages: [{ role: "user", content: "hi" }], stream: false, options: { num_predict: 1 } })).status,
+    200,
+    "the model is loaded",
+  );
 
   const cases: [string, () => Promise<Response>][] = [
     ["/v1/messages/count_tokens", () => postJson(`${url}/v1/messages/count_tokens`, { model: "tiny", messages: [{ role: "user", content: emoji(MiB) }] })],
@@ -75,7 +83,11 @@ t.test("chat truncation is a search, not a loop of re-tokenizations", async (t) 
   for (const model of ["tpl", "tiny"]) {
     const chat = async (n: number) => {
       const t0 = performance.now();
-      const res = await postJson(`${url}/api/chat`, { model, messages: history(n), stream: false, options: { num_predict: 1, num_ctx: 256 } }, { signal: AbortSignal.timeout(600_000) });
+      const res = await postJson(
+        `${url}/api/chat`,
+        { model, messages: history(n), stream: false, options: { num_predict: 1, num_ctx: 256 } },
+        { signal: AbortSignal.timeout(600_000) },
+      );
       const body = (await res.json()) as { truncated_tokens: number };
       t.equal(res.status, 200, `${model}, ${n} messages: served`);
       t.ok(body.truncated_tokens > 0, `${model}, ${n} messages: old ones dropped`);
@@ -84,6 +96,9 @@ t.test("chat truncation is a search, not a loop of re-tokenizations", async (t) 
     await chat(50);
     const small = Math.min(await chat(250), await chat(250));
     const large = Math.min(await chat(2000), await chat(2000));
-    t.ok(large / small < 24, `${model}: 8 × the messages cost ${(large / small).toFixed(1)} × the time (${Math.round(small)} → ${Math.round(large)} ms; dropping one at a time: ~64 ×)`);
+    t.ok(
+      large / small < 24,
+      `${model}: 8 × the messages cost ${(large / small).toFixed(1)} × the time (${Math.round(small)} → ${Math.round(large)} ms; dropping one at a time: ~64 ×)`,
+    );
   }
 });

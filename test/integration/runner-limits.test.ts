@@ -13,22 +13,47 @@ t.test("runner limits and client errors", async (t) => {
   // `chat`: a chat template that shows tools (the tools capability), for the tools case.
   const { url } = await startDaemon(t, { models: [{ name: "tiny" }, { name: "chat", make: { preset: "tiny", chatTemplate: "chatml-tools" } }] });
   const hi = [{ role: "user", content: "hi" }];
-  const chat = (body: Record<string, unknown>) => postJson(`${url}/api/chat`, { model: "tiny", messages: hi, stream: false, ...body, options: { num_predict: 2, ...(body.options as object) } });
+  const chat = (body: Record<string, unknown>) =>
+    postJson(`${url}/api/chat`, { model: "tiny", messages: hi, stream: false, ...body, options: { num_predict: 2, ...(body.options as object) } });
   t.equal((await chat({})).status, 200, "a plain chat is served");
 
   t.test("stop sequences", async (t) => {
     const long = "x".repeat(4097);
     await assertError(t, await chat({ options: { stop: [long] } }), 400, "stop sequence too long: 4097 characters (the limit is 4096)");
-    await assertError(t, await postJson(`${url}/api/generate`, { model: "tiny", prompt: "hi", raw: true, stream: false, options: { num_predict: 2, stop: [long] } }), 400, "stop sequence too long: 4097 characters (the limit is 4096)");
-    await assertError(t, await postJson(`${url}/v1/chat/completions`, { model: "tiny", messages: hi, max_tokens: 2, stop: ["z", long] }), 400, "stop sequence too long: 4097 characters (the limit is 4096)");
-    t.equal((await chat({ options: { stop: Array.from({ length: 16 }, (_, i) => `${i}`.padEnd(4096, "y")) } })).status, 200, "16 stop sequences of 4096 characters are served");
+    await assertError(
+      t,
+      await postJson(`${url}/api/generate`, { model: "tiny", prompt: "hi", raw: true, stream: false, options: { num_predict: 2, stop: [long] } }),
+      400,
+      "stop sequence too long: 4097 characters (the limit is 4096)",
+    );
+    await assertError(
+      t,
+      await postJson(`${url}/v1/chat/completions`, { model: "tiny", messages: hi, max_tokens: 2, stop: ["z", long] }),
+      400,
+      "stop sequence too long: 4097 characters (the limit is 4096)",
+    );
+    t.equal(
+      (await chat({ options: { stop: Array.from({ length: 16 }, (_, i) => `${i}`.padEnd(4096, "y")) } })).status,
+      200,
+      "16 stop sequences of 4096 characters are served",
+    );
   });
 
   t.test("format schemas", async (t) => {
     const values = (n: number) => Array.from({ length: n }, (_, i) => `v${i}`);
-    await assertError(t, await chat({ format: { type: "string", enum: values(1025) } }), 400, "format schema has too many alternatives: 1025 enum values and anyOf/oneOf branches (the limit is 1024)");
+    await assertError(
+      t,
+      await chat({ format: { type: "string", enum: values(1025) } }),
+      400,
+      "format schema has too many alternatives: 1025 enum values and anyOf/oneOf branches (the limit is 1024)",
+    );
     const nested = { type: "object", properties: { a: { enum: values(600) }, b: { anyOf: values(425).map((v) => ({ const: v })) } } };
-    await assertError(t, await chat({ format: nested }), 400, "format schema has too many alternatives: 1025 enum values and anyOf/oneOf branches (the limit is 1024)");
+    await assertError(
+      t,
+      await chat({ format: nested }),
+      400,
+      "format schema has too many alternatives: 1025 enum values and anyOf/oneOf branches (the limit is 1024)",
+    );
     const big = { type: "object", properties: Object.fromEntries(values(3000).map((v) => [`${v}_property_name`, { type: "string" }])) };
     const res = await chat({ format: big });
     await assertError(t, res, 400, /^format schema too large: \d+ bytes of JSON \(the limit is 65536\)$/);
@@ -43,7 +68,10 @@ t.test("runner limits and client errors", async (t) => {
   });
 
   t.test("tools that alone do not fit the context are a 400", async (t) => {
-    const tools = Array.from({ length: 5000 }, (_, i) => ({ type: "function", function: { name: `tool_${i}`, description: `does thing number ${i}`, parameters: { type: "object", properties: { x: { type: "string" } } } } }));
+    const tools = Array.from({ length: 5000 }, (_, i) => ({
+      type: "function",
+      function: { name: `tool_${i}`, description: `does thing number ${i}`, parameters: { type: "object", properties: { x: { type: "string" } } } },
+    }));
     const res = await chat({ model: "chat", tools });
     await assertError(t, res, 400, /^the tools \(5000\) and system messages take \d+ tokens, more than the context allows for a prompt \(\d+\)$/);
     t.equal((await chat({ model: "chat", tools: tools.slice(0, 2) })).status, 200, "a few tools are served");

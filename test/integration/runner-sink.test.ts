@@ -12,7 +12,18 @@ import { testGguf } from "../helpers/models.js";
 
 const job: GenerateJob = {
   prompt: { kind: "text", text: "Once upon a time" },
-  sampling: { temperature: 0, topK: 40, topP: 0.9, minP: 0, seed: 1, repeatPenalty: 1, repeatLastN: 64, presencePenalty: 0, frequencyPenalty: 0, penalizeNewline: true },
+  sampling: {
+    temperature: 0,
+    topK: 40,
+    topP: 0.9,
+    minP: 0,
+    seed: 1,
+    repeatPenalty: 1,
+    repeatLastN: 64,
+    presencePenalty: 0,
+    frequencyPenalty: 0,
+    penalizeNewline: true,
+  },
   maxTokens: 300,
   stop: [],
 };

@@ -19,7 +19,13 @@ t.test("long prompts and long generations on a small context", async (t) => {
   await installTestModels(store, [{ name: "tiny" }]);
   // One thread: on a busy 2-core machine ggml's two threads wait for each other at every barrier.
   // SERVICE_MAX_PREDICT above the 700 tokens asked for: the default cap (4 × num_ctx 64) would stop it at 256.
-  const daemon = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: dir, SERVICE_THREADS: "1", SERVICE_NUM_PARALLEL: "1", SERVICE_MAX_PREDICT: "100000" });
+  const daemon = await forkDaemon(t, {
+    SERVICE_HOST: "127.0.0.1:0",
+    SERVICE_MODELS: dir,
+    SERVICE_THREADS: "1",
+    SERVICE_NUM_PARALLEL: "1",
+    SERVICE_MAX_PREDICT: "100000",
+  });
   t.teardown(() => void daemon.child.kill("SIGKILL"));
   const gen = async (body: Record<string, unknown>) => {
     const res = await postJson(`${daemon.url}/api/generate`, { model: "tiny", raw: true, stream: false, ...body });

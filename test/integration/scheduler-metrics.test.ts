@@ -23,7 +23,20 @@ t.test("GET /api/ps lists loaded models in Ollama's shape", async (t) => {
   t.equal(body.models.length, 1);
   const m = body.models[0]!;
   const tags = (await (await fetch(`${url}/api/tags`)).json()) as { models: { digest: string }[] };
-  t.same(Object.keys(m).sort(), ["context_length", "details", "digest", "expires_at", "flash_attention", "kv_cache_type", "model", "name", "num_parallel", "queued", "size", "size_vram"]);
+  t.same(Object.keys(m).sort(), [
+    "context_length",
+    "details",
+    "digest",
+    "expires_at",
+    "flash_attention",
+    "kv_cache_type",
+    "model",
+    "name",
+    "num_parallel",
+    "queued",
+    "size",
+    "size_vram",
+  ]);
   t.equal(m.kv_cache_type, "f16", "lmd: the KV cache type of this load");
   t.equal(m.flash_attention, "auto");
   t.equal(m.num_parallel, 1, "lmd: the slots of this load");

@@ -169,7 +169,13 @@ t.test("a cached prefix lowers prompt_eval_count", async (t) => {
   // Two slots: a request takes the free slot that shares the longest prefix with its prompt.
   const { url } = await startDaemon(t, { env: { ...FAST, SERVICE_NUM_PARALLEL: "2" } });
   const gen = async (body: Record<string, unknown>) => {
-    const res = await postJson(`${url}/api/generate`, { model: "tiny", raw: true, stream: false, options: { temperature: 0, seed: 3, num_predict: 4 }, ...body });
+    const res = await postJson(`${url}/api/generate`, {
+      model: "tiny",
+      raw: true,
+      stream: false,
+      options: { temperature: 0, seed: 3, num_predict: 4 },
+      ...body,
+    });
     t.equal(res.status, 200);
     return (await res.json()) as { prompt_eval_count: number; context: number[] };
   };
@@ -182,7 +188,10 @@ t.test("a cached prefix lowers prompt_eval_count", async (t) => {
   const fresh = await gen({ prompt: "something entirely different with quite a few words in it to evaluate" });
   t.ok(fresh.prompt_eval_count > 8, "an unrelated prompt is evaluated in full");
   const cont = await gen({ prompt: " and then it slept", context: first.context });
-  t.ok(next.prompt_eval_count < first.context.length, `a continuation with context evaluates only the new tokens (${next.prompt_eval_count} < ${first.context.length})`);
+  t.ok(
+    next.prompt_eval_count < first.context.length,
+    `a continuation with context evaluates only the new tokens (${next.prompt_eval_count} < ${first.context.length})`,
+  );
   t.ok(cont.prompt_eval_count <= next.prompt_eval_count, `…also after an unrelated prompt ran in the other slot (${cont.prompt_eval_count})`);
 });
 
@@ -196,7 +205,12 @@ t.test("a model too large for the available memory is refused without loading it
   while (numCtx * 65_536 < 2 * os.totalmem() && numCtx < 1 << 24) numCtx *= 2;
   const started = Date.now();
   const res = await postJson(`${url}/api/generate`, { model: "huge", prompt: "hi", stream: false, options: { num_ctx: numCtx, num_predict: 1 } });
-  const message = await assertError(t, res, 500, /^failed to load model 'huge:latest': not enough memory to load the model \(needs [\d.]+ [KMGT]iB, [\d.]+ [KMGT]?i?B available\)$/);
+  const message = await assertError(
+    t,
+    res,
+    500,
+    /^failed to load model 'huge:latest': not enough memory to load the model \(needs [\d.]+ [KMGT]iB, [\d.]+ [KMGT]?i?B available\)$/,
+  );
   t.comment(`${message} (after ${Date.now() - started} ms, num_ctx ${numCtx})`);
   t.same((await ps(url)).map((m) => m.name), ["tiny:latest"], "nothing was loaded, and the idle model was not evicted for nothing");
   t.equal(app.services.scheduler.queueDepth, 0);

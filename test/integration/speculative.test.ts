@@ -26,7 +26,13 @@ interface Final {
 }
 
 async function greedy(url: string, model: string, options: Record<string, unknown> = {}): Promise<Final> {
-  const res = await postJson(`${url}/api/generate`, { model, prompt: "the quick brown fox jumps over the lazy dog and the quick brown", raw: true, stream: false, options: { temperature: 0, repeat_penalty: 1, num_predict: 48, ...options } });
+  const res = await postJson(`${url}/api/generate`, {
+    model,
+    prompt: "the quick brown fox jumps over the lazy dog and the quick brown",
+    raw: true,
+    stream: false,
+    options: { temperature: 0, repeat_penalty: 1, num_predict: 48, ...options },
+  });
   if (res.status !== 200) throw new Error(`${res.status}: ${await res.text()}`);
   return (await res.json()) as Final;
 }
@@ -54,7 +60,10 @@ t.test("draft model and prompt lookup: identical greedy output, acceptance repor
   t.same(spec.context, plain.context, "with its draft: the same tokens as plain greedy decoding");
   t.equal(spec.response, plain.response);
   t.ok((spec.draft_count ?? 0) > 0, `draft tokens were checked (${spec.draft_count})`);
-  t.ok((spec.draft_accepted_count ?? 0) / (spec.draft_count ?? 1) > 0.8, `the identity pair's drafts are accepted (${spec.draft_accepted_count}/${spec.draft_count})`);
+  t.ok(
+    (spec.draft_accepted_count ?? 0) / (spec.draft_count ?? 1) > 0.8,
+    `the identity pair's drafts are accepted (${spec.draft_accepted_count}/${spec.draft_count})`,
+  );
 
   const off = await greedy(url, "target-spec", { speculative: false });
   t.same(off.context, plain.context, "speculative: false gives the same tokens");
@@ -62,10 +71,16 @@ t.test("draft model and prompt lookup: identical greedy output, acceptance repor
 
   const unrelated = await greedy(url, "target-unrelated");
   t.same(unrelated.context, plain.context, "an unrelated draft changes nothing in the output");
-  t.ok((unrelated.draft_accepted_count ?? 0) < (spec.draft_accepted_count ?? 0), `and is accepted less (${unrelated.draft_accepted_count}/${unrelated.draft_count})`);
+  t.ok(
+    (unrelated.draft_accepted_count ?? 0) < (spec.draft_accepted_count ?? 0),
+    `and is accepted less (${unrelated.draft_accepted_count}/${unrelated.draft_count})`,
+  );
   // Refused drafts back off (src/runner/speculative.ts): far fewer draft tokens than generated
   // ones, where drafting at every step would check up to 12 per generated token.
-  t.ok((unrelated.draft_count ?? 0) < unrelated.eval_count / 2, `a refused draft backs off (${unrelated.draft_count} draft tokens for ${unrelated.eval_count} generated)`);
+  t.ok(
+    (unrelated.draft_count ?? 0) < unrelated.eval_count / 2,
+    `a refused draft backs off (${unrelated.draft_count} draft tokens for ${unrelated.eval_count} generated)`,
+  );
   t.ok((spec.draft_count ?? 0) >= spec.eval_count / 2, `an accepted draft keeps drafting (${spec.draft_count} draft tokens for ${spec.eval_count} generated)`);
 
   const lookup = await greedy(url, "target-lookup");
@@ -75,8 +90,18 @@ t.test("draft model and prompt lookup: identical greedy output, acceptance repor
 
 t.test("a draft that is not in the store is refused at create", async (t) => {
   const { url } = await startDaemon(t);
-  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "tiny", draft: "nope", stream: false }), 404, "model 'nope' not found, try pulling it first");
-  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "tiny", parameters: { draft: "nope" }, stream: false }), 404, "model 'nope' not found, try pulling it first");
+  await assertError(
+    t,
+    await postJson(`${url}/api/create`, { model: "x", from: "tiny", draft: "nope", stream: false }),
+    404,
+    "model 'nope' not found, try pulling it first",
+  );
+  await assertError(
+    t,
+    await postJson(`${url}/api/create`, { model: "x", from: "tiny", parameters: { draft: "nope" }, stream: false }),
+    404,
+    "model 'nope' not found, try pulling it first",
+  );
 });
 
 t.test("Ollama's DRAFT file: a draft layer from draft_files, shown as DRAFT, capped by draft_num_predict", async (t) => {
@@ -84,7 +109,13 @@ t.test("Ollama's DRAFT file: a draft layer from draft_files, shown as DRAFT, cap
   const file = await readFile(await testGguf(shape));
   const digest = `sha256:${createHash("sha256").update(file).digest("hex")}`;
   t.equal((await fetch(`${url}/api/blobs/${digest}`, { method: "POST", body: file })).status, 201);
-  const res = await postJson(`${url}/api/create`, { model: "target-file", from: "target", draft_files: { "draft.gguf": digest }, parameters: { draft_p_min: 0 }, stream: false });
+  const res = await postJson(`${url}/api/create`, {
+    model: "target-file",
+    from: "target",
+    draft_files: { "draft.gguf": digest },
+    parameters: { draft_p_min: 0 },
+    stream: false,
+  });
   t.equal(res.status, 200, await res.text());
 
   const plain = await greedy(url, "target");
@@ -94,7 +125,10 @@ t.test("Ollama's DRAFT file: a draft layer from draft_files, shown as DRAFT, cap
   // draft_num_predict 1: one draft token per step at most, where the pair's drafts grow to 12.
   const capped = await greedy(url, "target-file", { draft_num_predict: 1 });
   t.same(capped.context, plain.context);
-  t.ok((capped.draft_count ?? 0) > 0 && (capped.draft_count ?? 0) <= capped.eval_count, `at most one per generated token (${capped.draft_count} for ${capped.eval_count})`);
+  t.ok(
+    (capped.draft_count ?? 0) > 0 && (capped.draft_count ?? 0) <= capped.eval_count,
+    `at most one per generated token (${capped.draft_count} for ${capped.eval_count})`,
+  );
   t.ok((capped.draft_count ?? 0) < (spec.draft_count ?? 0), "fewer than uncapped");
 
   const show = (await (await postJson(`${url}/api/show`, { model: "target-file" })).json()) as { modelfile: string; parameters: string };
@@ -103,14 +137,39 @@ t.test("Ollama's DRAFT file: a draft layer from draft_files, shown as DRAFT, cap
   // A draft named later replaces the file; a file and a name at once, and quantizing, are refused.
   t.equal((await postJson(`${url}/api/create`, { model: "target-named", from: "target-file", draft: "target", stream: false })).status, 200);
   t.notMatch(((await (await postJson(`${url}/api/show`, { model: "target-named" })).json()) as { modelfile: string }).modelfile, digest.replace(":", "-"));
-  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", draft: "target", draft_files: { "draft.gguf": digest } }), 400, "give the draft model either by name ('draft') or as a file ('draft_files'), not both");
-  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", quantize: "q4_K_M" }), 400, "quantize 'q4_K_M' is not supported: lmd does not quantize models; quantize the GGUF with llama.cpp's llama-quantize and create from it");
-  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", draft_files: { "draft.gguf": digest }, draft_quantize: "q8_0" }), 400, "draft_quantize 'q8_0' is not supported: lmd does not quantize models; quantize the GGUF with llama.cpp's llama-quantize and create from it");
+  await assertError(
+    t,
+    await postJson(`${url}/api/create`, { model: "x", from: "target", draft: "target", draft_files: { "draft.gguf": digest } }),
+    400,
+    "give the draft model either by name ('draft') or as a file ('draft_files'), not both",
+  );
+  await assertError(
+    t,
+    await postJson(`${url}/api/create`, { model: "x", from: "target", quantize: "q4_K_M" }),
+    400,
+    "quantize 'q4_K_M' is not supported: lmd does not quantize models; quantize the GGUF with llama.cpp's llama-quantize and create from it",
+  );
+  await assertError(
+    t,
+    await postJson(`${url}/api/create`, { model: "x", from: "target", draft_files: { "draft.gguf": digest }, draft_quantize: "q8_0" }),
+    400,
+    "draft_quantize 'q8_0' is not supported: lmd does not quantize models; quantize the GGUF with llama.cpp's llama-quantize and create from it",
+  );
   // Two draft files, and a projector (a CLIP GGUF) given as the draft: refused, nothing written.
   const clip = buildGguf({ kvs: [kv.str("general.architecture", "clip"), kv.str("general.name", "mmproj"), kv.u32("general.alignment", 32)] });
   const clipDigest = `sha256:${createHash("sha256").update(clip).digest("hex")}`;
   t.equal((await fetch(`${url}/api/blobs/${clipDigest}`, { method: "POST", body: clip })).status, 201);
-  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", draft_files: { "a.gguf": digest, "b.gguf": digest }, stream: false }), 400, "more than one draft file given");
-  await assertError(t, await postJson(`${url}/api/create`, { model: "x", from: "target", draft_files: { "mmproj.gguf": clipDigest }, stream: false }), 400, "invalid draft 'mmproj.gguf': a projector, not a model");
+  await assertError(
+    t,
+    await postJson(`${url}/api/create`, { model: "x", from: "target", draft_files: { "a.gguf": digest, "b.gguf": digest }, stream: false }),
+    400,
+    "more than one draft file given",
+  );
+  await assertError(
+    t,
+    await postJson(`${url}/api/create`, { model: "x", from: "target", draft_files: { "mmproj.gguf": clipDigest }, stream: false }),
+    400,
+    "invalid draft 'mmproj.gguf': a projector, not a model",
+  );
   t.equal((await postJson(`${url}/api/show`, { model: "x" })).status, 404, "no model was written");
 });

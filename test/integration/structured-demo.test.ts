@@ -32,11 +32,20 @@ t.test("the bounded-schema examples answer valid JSON of their schema with the d
     // character reads back as U+FFFD, so the text can hold more characters than the grammar counted.
     const shape = JSON.parse(JSON.stringify(request.format, (k, v: unknown) => (k === "maxLength" ? undefined : v))) as object;
     const validate = ajv.compile(shape);
-    t.ok(Object.values((request.format as { properties: Record<string, { maxLength?: number; enum?: unknown[] }> }).properties).every((p) => p.maxLength !== undefined || p.enum !== undefined), "every string is bounded");
+    t.ok(
+      Object.values((request.format as { properties: Record<string, { maxLength?: number; enum?: unknown[] }> }).properties).every(
+        (p) => p.maxLength !== undefined || p.enum !== undefined,
+      ),
+      "every string is bounded",
+    );
     // Different seeds give different random text: each must close.
     for (const seed of [1, 2, 3, 4, 5]) {
       const withSeed = JSON.stringify({ ...request, options: { seed } });
-      const out = execFileSync("curl", ["-sS", "--fail-with-body", "--max-time", "120", example.replace(/^curl (\S+) .*$/, "$1").replace(DEFAULT, daemon.url), "-d", withSeed], { encoding: "utf8" });
+      const out = execFileSync(
+        "curl",
+        ["-sS", "--fail-with-body", "--max-time", "120", example.replace(/^curl (\S+) .*$/, "$1").replace(DEFAULT, daemon.url), "-d", withSeed],
+        { encoding: "utf8" },
+      );
       const answer = JSON.parse(out) as { response?: string; message?: { content: string }; done_reason: string };
       const text = request.messages ? answer.message?.content ?? "" : answer.response ?? "";
       let value: unknown;

@@ -1,5 +1,5 @@
 /**
- * Issue 12: each of the 20 templates of Ollama's template/ folder, set as a model's TEMPLATE through
+ * Each of the 20 templates of Ollama's template/ folder, set as a model's TEMPLATE through
  * /api/create, renders the three conversations of Ollama's TestTemplate exactly as Ollama does,
  * through `_debug_render_only` on /api/chat; /api/generate renders the single-user case. Before,
  * generate answered 400 on `.Messages` templates and chat ignored the template layer.
@@ -57,13 +57,23 @@ t.test("Ollama's 20 templates as TEMPLATE render Ollama's expected prompts on /a
 
 t.test("_debug_render_only answers Ollama's shape and runs nothing; a GGUF (Jinja) template renders in the runner", async (t) => {
   const { url } = await startDaemon(t, { models: [{ name: "tiny", make: { preset: "tiny", chatTemplate: "chatml" } }] });
-  const res = await postJson(`${url}/api/chat`, { model: "tiny", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi" }], _debug_render_only: true });
+  const res = await postJson(`${url}/api/chat`, {
+    model: "tiny",
+    messages: [
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "Hi" },
+    ],
+    _debug_render_only: true,
+  });
   t.equal(res.status, 200);
   const body = (await res.json()) as Record<string, unknown>;
   t.same(Object.keys(body).sort(), ["_debug_info", "created_at", "model"]);
   t.equal(body.model, "tiny");
   // The test model's GGUF carries a ChatML template.
-  t.equal((body._debug_info as { rendered_template: string }).rendered_template, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  t.equal(
+    (body._debug_info as { rendered_template: string }).rendered_template,
+    "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+  );
   const gen = await postJson(`${url}/api/generate`, { model: "tiny", prompt: "Hi", system: "Be brief.", _debug_render_only: true });
   t.equal(await rendered(gen), "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 });
@@ -89,7 +99,8 @@ t.test("history that overflows the context drops the oldest turns, keeps the sys
   t.equal((await postJson(`${url}/api/create`, { model: "cml", from: "tiny", template: chatml, system: "Model system.", stream: false })).status, 200);
   const long = (n: number) => `turn ${n} `.repeat(12).trim();
   const messages = [1, 2, 3, 4, 5, 6].map((n) => ({ role: n % 2 ? "user" : "assistant", content: long(n) }));
-  const render = async (num_ctx: number) => rendered(await postJson(`${url}/api/chat`, { model: "cml", messages, options: { num_ctx }, _debug_render_only: true }));
+  const render = async (num_ctx: number) =>
+    rendered(await postJson(`${url}/api/chat`, { model: "cml", messages, options: { num_ctx }, _debug_render_only: true }));
   const all = await render(1024);
   t.match(all, /^<\|im_start\|>system\nModel system\.<\|im_end\|>\n<\|im_start\|>user\nturn 1 /, "fits: everything, the model's SYSTEM first");
   const cut = await render(160);
@@ -100,16 +111,30 @@ t.test("history that overflows the context drops the oldest turns, keeps the sys
   // A last message that alone overflows the context is still sent (the runner then cuts its front).
   const huge = [...messages, { role: "user", content: "last ".repeat(600) }];
   const worst = await rendered(await postJson(`${url}/api/chat`, { model: "cml", messages: huge, options: { num_ctx: 256 }, _debug_render_only: true }));
-  t.equal(worst, `<|im_start|>system\nModel system.<|im_end|>\n<|im_start|>user\n${"last ".repeat(600)}<|im_end|>\n<|im_start|>assistant\n`, "at worst: the system message and the last one");
+  t.equal(
+    worst,
+    `<|im_start|>system\nModel system.<|im_end|>\n<|im_start|>user\n${"last ".repeat(600)}<|im_end|>\n<|im_start|>assistant\n`,
+    "at worst: the system message and the last one",
+  );
 });
 
 t.test("tools on a Go template that does not show .Tools are refused, as Ollama refuses them", async (t) => {
   const { url } = await startDaemon(t, { models: [{ name: "tiny", make: { preset: "tiny", chatTemplate: "chatml" } }] });
-  t.equal((await postJson(`${url}/api/create`, { model: "plain", from: "tiny", template: readFileSync(join(FIXTURES, "chatml.gotmpl"), "utf8"), stream: false })).status, 200);
+  t.equal(
+    (await postJson(`${url}/api/create`, { model: "plain", from: "tiny", template: readFileSync(join(FIXTURES, "chatml.gotmpl"), "utf8"), stream: false }))
+      .status,
+    200,
+  );
   const tools = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }];
   const res = await postJson(`${url}/api/chat`, { model: "plain", messages: [{ role: "user", content: "Hi" }], tools, stream: false });
   t.equal(res.status, 400);
   t.same(await res.json(), { error: "registry.ollama.ai/library/plain:latest does not support tools" }, "in Ollama's words");
-  const none = await postJson(`${url}/v1/chat/completions`, { model: "plain", messages: [{ role: "user", content: "Hi" }], tools, tool_choice: "none", max_tokens: 1 });
+  const none = await postJson(`${url}/v1/chat/completions`, {
+    model: "plain",
+    messages: [{ role: "user", content: "Hi" }],
+    tools,
+    tool_choice: "none",
+    max_tokens: 1,
+  });
   t.equal(none.status, 200, "tool_choice none: no tools offered, nothing refused");
 });

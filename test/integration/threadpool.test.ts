@@ -23,7 +23,18 @@ const run = promisify(execFile);
 const tasks = (pid: number) => new Set(readdirSync(`/proc/${pid}/task`));
 const greedy = (text: string): GenerateJob => ({
   prompt: { kind: "text", text },
-  sampling: { temperature: 0, topK: 40, topP: 0.9, minP: 0, seed: 1, repeatPenalty: 1, repeatLastN: 64, presencePenalty: 0, frequencyPenalty: 0, penalizeNewline: true },
+  sampling: {
+    temperature: 0,
+    topK: 40,
+    topP: 0.9,
+    minP: 0,
+    seed: 1,
+    repeatPenalty: 1,
+    repeatLastN: 64,
+    presencePenalty: 0,
+    frequencyPenalty: 0,
+    penalizeNewline: true,
+  },
   maxTokens: 24,
   stop: [],
 });
@@ -45,7 +56,9 @@ async function start(t: Test, threads: number, preload?: string, speculation?: L
 
 /** A busy loop pinned to CPU 0 for at most `seconds`, killed on teardown. */
 function hog(t: Test, seconds = 60): ChildProcess {
-  const child = spawn("taskset", ["-c", "0", process.execPath, "-e", `const end = Date.now() + ${seconds * 1000}; while (Date.now() < end);`], { stdio: "ignore" });
+  const child = spawn("taskset", ["-c", "0", process.execPath, "-e", `const end = Date.now() + ${seconds * 1000}; while (Date.now() < end);`], {
+    stdio: "ignore",
+  });
   t.teardown(() => void child.kill("SIGKILL"));
   return child;
 }
@@ -54,7 +67,12 @@ function hog(t: Test, seconds = 60): ChildProcess {
 async function generateUntil(runner: Runner, until: () => boolean, ms: number): Promise<boolean> {
   const end = Date.now() + ms;
   for (let i = 0; !until() && Date.now() < end; i++) {
-    await runner.complete({ kind: "generate", job: { ...greedy(`Story number ${i}`), maxTokens: 200 } }, { onText: () => undefined, signal: AbortSignal.timeout(Math.max(1, end - Date.now())) }).catch(() => undefined);
+    await runner
+      .complete(
+        { kind: "generate", job: { ...greedy(`Story number ${i}`), maxTokens: 200 } },
+        { onText: () => undefined, signal: AbortSignal.timeout(Math.max(1, end - Date.now())) },
+      )
+      .catch(() => undefined);
   }
   return until();
 }
@@ -134,7 +152,8 @@ t.test("a context's threads changed back and forth between decodes: it decodes o
   const library = threadpoolLibrary();
   if (!library) return t.fail("the threadpool library was not built");
   const flips = 150;
-  const { stdout } = await run(process.execPath, [fileURLToPath(new URL("../helpers/thread-flips.mjs", import.meta.url)), await testGguf({ preset: "small" }), String(flips)], {
+  const script = fileURLToPath(new URL("../helpers/thread-flips.mjs", import.meta.url));
+  const { stdout } = await run(process.execPath, [script, await testGguf({ preset: "small" }), String(flips)], {
     env: { ...process.env, LD_PRELOAD: library, UV_THREADPOOL_SIZE: "1" },
     timeout: 120_000,
     killSignal: "SIGKILL",

@@ -1,5 +1,5 @@
 /**
- * `POST /api/tokenize` and `POST /api/detokenize` on the real daemon and runner (issue 12 item 6):
+ * `POST /api/tokenize` and `POST /api/detokenize` on the real daemon and runner:
  * llama-server's field names, `add_special` adding BOS as the vocabulary asks, a round trip back to
  * the text, and the request errors.
  */
@@ -19,7 +19,13 @@ t.test("/api/tokenize and /api/detokenize", async (t) => {
     t.equal(res.status, 200, "detokenize 200");
     return (await res.json()) as { content: string };
   };
-  const gen = await postJson(`${url}/api/generate`, { model: "tiny", prompt: "Hello world, hello tokens", raw: true, stream: false, options: { num_predict: 1 } });
+  const gen = await postJson(`${url}/api/generate`, {
+    model: "tiny",
+    prompt: "Hello world, hello tokens",
+    raw: true,
+    stream: false,
+    options: { num_predict: 1 },
+  });
   const promptTokens = ((await gen.json()) as { prompt_eval_count: number }).prompt_eval_count;
 
   t.test("tokens round trip", async (t) => {
@@ -39,6 +45,11 @@ t.test("/api/tokenize and /api/detokenize", async (t) => {
     await assertError(t, await postJson(`${url}/api/tokenize`, { content: "x" }), 400, "model is required");
     await assertError(t, await postJson(`${url}/api/tokenize`, { model: "nope", content: "x" }), 404, "model 'nope' not found, try pulling it first");
     await assertError(t, await postJson(`${url}/api/detokenize`, { model: "tiny", tokens: [1, -2] }), 400, "tokens[1] must be between 0 and 2147483647");
-    await assertError(t, await postJson(`${url}/api/detokenize`, { model: "tiny", tokens: [1, 99999999] }), 400, "token 99999999 is not in the model's vocabulary (size 4096)");
+    await assertError(
+      t,
+      await postJson(`${url}/api/detokenize`, { model: "tiny", tokens: [1, 99999999] }),
+      400,
+      "token 99999999 is not in the model's vocabulary (size 4096)",
+    );
   });
 });

@@ -21,7 +21,12 @@ const PARAMS = {
   properties: {
     count: { type: "integer" },
     ratio: { type: "number" },
-    place: { type: "object", properties: { floor: { type: "integer" }, height: { type: "number" } }, required: ["floor", "height"], additionalProperties: false },
+    place: {
+      type: "object",
+      properties: { floor: { type: "integer" }, height: { type: "number" } },
+      required: ["floor", "height"],
+      additionalProperties: false,
+    },
     ids: { type: "array", items: { type: "integer" }, maxItems: 3 },
     unit: { enum: ["m", "ft"] },
   },
@@ -43,10 +48,19 @@ t.test("forced tool calls and format match the schema on every surface", async (
   };
 
   // A Go template whose calls are bare JSON objects: tool_choice is enforced by a grammar for the call.
-  const template = '{{ if .Tools }}<|im_start|>system\nTools: {{ json .Tools }}<|im_end|>\n{{ end }}{{ range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}{{ range .ToolCalls }}{"name": "{{ .Function.Name }}", "arguments": {{ json .Function.Arguments }}}{{ end }}<|im_end|>\n{{ end }}<|im_start|>assistant\n';
+  const template =
+    '{{ if .Tools }}<|im_start|>system\nTools: {{ json .Tools }}<|im_end|>\n{{ end }}{{ range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}{{ range .ToolCalls }}{"name": "{{ .Function.Name }}", "arguments": {{ json .Function.Arguments }}}{{ end }}<|im_end|>\n{{ end }}<|im_start|>assistant\n';
   t.equal((await postJson(`${url}/api/create`, { model: "go-tools", from: "tools", template, stream: false })).status, 200, "the Go template model");
   const completions = (model: string) => async (seed: number) => {
-    const body = { model, seed, temperature: 1, max_tokens: MAX, messages: [{ role: "user", content: user }], tools: [{ type: "function", function: { name: "measure", parameters: PARAMS } }], tool_choice: "required" };
+    const body = {
+      model,
+      seed,
+      temperature: 1,
+      max_tokens: MAX,
+      messages: [{ role: "user", content: user }],
+      tools: [{ type: "function", function: { name: "measure", parameters: PARAMS } }],
+      tool_choice: "required",
+    };
     const res = await postJson(`${url}/v1/chat/completions`, body);
     const json = (await res.json()) as { choices?: { message: { tool_calls?: { function: { arguments: string } }[] } }[]; error?: string };
     if (res.status !== 200) throw new Error(`${res.status} ${json.error}`);
@@ -60,7 +74,14 @@ t.test("forced tool calls and format match the schema on every surface", async (
       "/v1/responses",
       async (seed) => {
         // The Responses API has no seed field: the input varies instead.
-        const body = { model: "tools", temperature: 1, max_output_tokens: MAX, input: `${user} (${seed})`, tools: [{ type: "function", name: "measure", parameters: PARAMS }], tool_choice: "required" };
+        const body = {
+          model: "tools",
+          temperature: 1,
+          max_output_tokens: MAX,
+          input: `${user} (${seed})`,
+          tools: [{ type: "function", name: "measure", parameters: PARAMS }],
+          tool_choice: "required",
+        };
         const res = await postJson(`${url}/v1/responses`, body);
         const json = (await res.json()) as { output?: { type: string; arguments?: string }[]; error?: string };
         if (res.status !== 200) throw new Error(`${res.status} ${json.error}`);
@@ -70,7 +91,14 @@ t.test("forced tool calls and format match the schema on every surface", async (
     [
       "/v1/messages",
       async (seed) => {
-        const body = { model: "tools", temperature: 1, max_tokens: MAX, messages: [{ role: "user", content: `${user} (${seed})` }], tools: [{ name: "measure", input_schema: PARAMS }], tool_choice: { type: "any" } };
+        const body = {
+          model: "tools",
+          temperature: 1,
+          max_tokens: MAX,
+          messages: [{ role: "user", content: `${user} (${seed})` }],
+          tools: [{ name: "measure", input_schema: PARAMS }],
+          tool_choice: { type: "any" },
+        };
         const res = await postJson(`${url}/v1/messages`, body);
         const json = (await res.json()) as { content?: { type: string; input?: unknown }[]; error?: string };
         if (res.status !== 200) throw new Error(`${res.status} ${json.error}`);
@@ -80,7 +108,13 @@ t.test("forced tool calls and format match the schema on every surface", async (
     [
       "/api/chat format",
       async (seed) => {
-        const body = { model: "tools", stream: false, format: PARAMS, options: { seed, temperature: 1, num_predict: MAX }, messages: [{ role: "user", content: user }] };
+        const body = {
+          model: "tools",
+          stream: false,
+          format: PARAMS,
+          options: { seed, temperature: 1, num_predict: MAX },
+          messages: [{ role: "user", content: user }],
+        };
         const res = await postJson(`${url}/api/chat`, body);
         const json = (await res.json()) as { message?: { content: string }; error?: string };
         if (res.status !== 200) throw new Error(`${res.status} ${json.error}`);
@@ -103,18 +137,37 @@ t.test("forced tool calls and format match the schema on every surface", async (
   await t.test("the official clients, tool_choice required with an integer parameter", async (t) => {
     const tool = { name: "measure", description: "Measures a room", parameters: PARAMS };
     const openai = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 });
-    const chat = await openai.chat.completions.create({ model: "tools", seed: 7, max_tokens: MAX, messages: [{ role: "user", content: user }], tools: [{ type: "function", function: tool }], tool_choice: "required" });
+    const chat = await openai.chat.completions.create({
+      model: "tools",
+      seed: 7,
+      max_tokens: MAX,
+      messages: [{ role: "user", content: user }],
+      tools: [{ type: "function", function: tool }],
+      tool_choice: "required",
+    });
     const call = chat.choices[0]?.message.tool_calls?.[0];
     t.equal(call?.type === "function" ? call.function.name : undefined, "measure", "openai chat.completions: the call");
     valid(t, "openai chat.completions", JSON.parse(call?.type === "function" ? call.function.arguments : "null"));
 
-    const response = await openai.responses.create({ model: "tools", max_output_tokens: MAX, input: user, tools: [{ type: "function", ...tool, strict: true }], tool_choice: "required" });
+    const response = await openai.responses.create({
+      model: "tools",
+      max_output_tokens: MAX,
+      input: user,
+      tools: [{ type: "function", ...tool, strict: true }],
+      tool_choice: "required",
+    });
     const item = response.output.find((o) => o.type === "function_call");
     t.equal(item?.name, "measure", "openai responses: the call");
     valid(t, "openai responses", JSON.parse(item?.arguments ?? "null"));
 
     const anthropic = new Anthropic({ baseURL: url, apiKey: "unused", maxRetries: 0 });
-    const message = await anthropic.messages.create({ model: "tools", max_tokens: MAX, messages: [{ role: "user", content: user }], tools: [{ name: "measure", input_schema: PARAMS }], tool_choice: { type: "any" } });
+    const message = await anthropic.messages.create({
+      model: "tools",
+      max_tokens: MAX,
+      messages: [{ role: "user", content: user }],
+      tools: [{ name: "measure", input_schema: PARAMS }],
+      tool_choice: { type: "any" },
+    });
     const use = message.content.find((b) => b.type === "tool_use");
     t.equal(use?.name, "measure", "anthropic messages: the call");
     t.equal(message.stop_reason, "tool_use");

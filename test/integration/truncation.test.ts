@@ -1,5 +1,5 @@
 /**
- * Truncation made visible and chosen (issue 16 item 5): every generate/chat/v1 answer reports the
+ * Truncation made visible and chosen: every generate/chat/v1 answer reports the
  * prompt tokens dropped to fit the context (`truncated_tokens`, `usage.truncated_tokens`), the
  * metric `lmd_truncated_tokens_total` counts them, and `truncate: false` (or SERVICE_TRUNCATE=false)
  * makes an over-long prompt a 400 before anything is generated.
@@ -88,7 +88,11 @@ t.test("truncation is reported, counted and refusable", async (t) => {
     const r = (await responses.json()) as { truncation: string; usage: { truncated_tokens: number } };
     t.ok(r.usage.truncated_tokens > 200, `/v1/responses usage.truncated_tokens: ${r.usage.truncated_tokens}`);
     t.equal(r.truncation, "auto", "and says it truncates");
-    const anthropic = await postJson(`${url}/v1/messages`, { model: "tiny", max_tokens: 2, messages: longHistory.filter((m: { role: string }) => m.role !== "system") });
+    const anthropic = await postJson(`${url}/v1/messages`, {
+      model: "tiny",
+      max_tokens: 2,
+      messages: longHistory.filter((m: { role: string }) => m.role !== "system"),
+    });
     t.equal(anthropic.status, 200);
     const a = (await anthropic.json()) as { usage: { truncated_tokens: number } };
     t.ok(a.usage.truncated_tokens > 200, `/v1/messages usage.truncated_tokens: ${a.usage.truncated_tokens}`);
@@ -97,9 +101,24 @@ t.test("truncation is reported, counted and refusable", async (t) => {
 
 t.test("SERVICE_TRUNCATE=false makes refusal the default", async (t) => {
   const { url } = await startDaemon(t, { models: [{ name: "tiny" }], env: { SERVICE_TRUNCATE: "off", SERVICE_CONTEXT_LENGTH: "256" } });
-  await assertError(t, await postJson(`${url}/api/generate`, { model: "tiny", raw: true, prompt: text(600), options }), 400, "the input length exceeds the context length");
-  await assertError(t, await postJson(`${url}/api/chat`, { model: "tiny", messages: longHistory, options }), 400, "the input length exceeds the context length");
-  await assertError(t, await postJson(`${url}/v1/chat/completions`, { model: "tiny", messages: longHistory, max_tokens: 2 }), 400, "the input length exceeds the context length");
+  await assertError(
+    t,
+    await postJson(`${url}/api/generate`, { model: "tiny", raw: true, prompt: text(600), options }),
+    400,
+    "the input length exceeds the context length",
+  );
+  await assertError(
+    t,
+    await postJson(`${url}/api/chat`, { model: "tiny", messages: longHistory, options }),
+    400,
+    "the input length exceeds the context length",
+  );
+  await assertError(
+    t,
+    await postJson(`${url}/v1/chat/completions`, { model: "tiny", messages: longHistory, max_tokens: 2 }),
+    400,
+    "the input length exceeds the context length",
+  );
   const chosen = await postJson(`${url}/api/chat`, { model: "tiny", stream: false, messages: longHistory, options, truncate: true });
   t.equal(chosen.status, 200, "a request may still ask for truncation");
   t.ok(((await chosen.json()) as Final).truncated_tokens > 0);

@@ -18,7 +18,10 @@ function tree(llama: string, cuda: string | undefined, vulkan: string | undefine
   const root = mkdtempSync(path.join(os.tmpdir(), "lmd-backend-"));
   t.teardown(() => import("node:fs").then((fs) => fs.rmSync(root, { recursive: true, force: true })));
   const nm = path.join(root, "lib", "node_modules");
-  const pkg = (dir: string, version: string) => (mkdirSync(dir, { recursive: true }), writeFileSync(path.join(dir, "package.json"), JSON.stringify({ version })));
+  const pkg = (dir: string, version: string) => (
+    mkdirSync(dir, { recursive: true }),
+    writeFileSync(path.join(dir, "package.json"), JSON.stringify({ version }))
+  );
   pkg(path.join(nm, "node-llama-cpp"), llama);
   mkdirSync(path.join(nm, "@node-llama-cpp"), { recursive: true });
   if (cuda) {
@@ -52,7 +55,11 @@ t.test("the reasons the files give", async (t) => {
   const vulkan = { backend: "vulkan" as const, version: "3.22.1", packaged: true };
   t.equal(staticReason(cuda, "3.22.1", noGpu), "the NVIDIA driver is not installed (no libcuda.so.1 on the library path)");
   t.equal(staticReason(cuda, "3.22.1", driverNoDevice), "no NVIDIA device (/dev/nvidiactl is missing: driver not loaded, or the service may not see devices)");
-  t.equal(staticReason(cuda, "3.23.0", noGpu), "its binaries are for node-llama-cpp 3.22.1, lmd runs 3.23.0: install the lmd-cuda package of this lmd version", "a mismatch first");
+  t.equal(
+    staticReason(cuda, "3.23.0", noGpu),
+    "its binaries are for node-llama-cpp 3.22.1, lmd runs 3.23.0: install the lmd-cuda package of this lmd version",
+    "a mismatch first",
+  );
   t.equal(staticReason(vulkan, "3.22.1", noGpu), "the Vulkan loader is not installed (no libvulkan.so.1; Debian: apt install libvulkan1 mesa-vulkan-drivers)");
   t.equal(staticReason(vulkan, "3.22.1", { hasLibrary: () => true, hasDevice: () => false }), "no GPU device (/dev/dri is missing)");
   t.equal(staticReason(cuda, "3.22.1", { hasLibrary: () => true, hasDevice: () => true }), undefined, "may work: the probe decides");
@@ -67,11 +74,17 @@ t.test("lmd-cuda and lmd-vulkan installed, no GPU: backend cpu at info, each pac
   const { lines, log } = capture();
   const report = await reportBackend("auto", log, noGpu, nm);
   t.equal(report.backend, "cpu");
-  t.same(lines.map((l) => [l.level, l.msg]), [
-    [30, "llama.cpp backend: cpu"],
-    [40, "lmd-cuda is installed but not used: the NVIDIA driver is not installed (no libcuda.so.1 on the library path); models run on the CPU"],
-    [40, "lmd-vulkan is installed but not used: the Vulkan loader is not installed (no libvulkan.so.1; Debian: apt install libvulkan1 mesa-vulkan-drivers); models run on the CPU"],
-  ]);
+  t.same(
+    lines.map((l) => [l.level, l.msg]),
+    [
+      [30, "llama.cpp backend: cpu"],
+      [40, "lmd-cuda is installed but not used: the NVIDIA driver is not installed (no libcuda.so.1 on the library path); models run on the CPU"],
+      [
+        40,
+        "lmd-vulkan is installed but not used: the Vulkan loader is not installed (no libvulkan.so.1; Debian: apt install libvulkan1 mesa-vulkan-drivers); models run on the CPU",
+      ],
+    ],
+  );
   t.match(lines[1], { backend: "cuda", reason: "the NVIDIA driver is not installed (no libcuda.so.1 on the library path)" }, "the reason is a field too");
 });
 
@@ -93,13 +106,22 @@ t.test("the lmd package alone, or SERVICE_GPU=false: one info line, nothing prob
 t.test("SERVICE_GPU=cuda that cannot work is an error: model loads will fail", async (t) => {
   const { lines, log } = capture();
   await reportBackend("cuda", log, noGpu, tree("3.22.1", "3.22.1", undefined));
-  t.same(lines.map((l) => [l.level, l.msg]), [
-    [30, "llama.cpp backend: cpu"],
-    [50, "SERVICE_GPU is cuda, but the cuda backend cannot be used: the NVIDIA driver is not installed (no libcuda.so.1 on the library path); model loads will fail"],
-  ]);
+  t.same(
+    lines.map((l) => [l.level, l.msg]),
+    [
+      [30, "llama.cpp backend: cpu"],
+      [
+        50,
+        "SERVICE_GPU is cuda, but the cuda backend cannot be used: the NVIDIA driver is not installed (no libcuda.so.1 on the library path); model loads will fail",
+      ],
+    ],
+  );
   const missing = capture();
   await reportBackend("vulkan", missing.log, noGpu, tree("3.22.1", undefined, undefined));
-  t.match(missing.lines[1], { level: 50, msg: "SERVICE_GPU is vulkan, but the vulkan backend cannot be used: the vulkan binaries are not installed (@node-llama-cpp/linux-x64-vulkan; package lmd-vulkan); model loads will fail" });
+  t.match(missing.lines[1], {
+    level: 50,
+    msg: "SERVICE_GPU is vulkan, but the vulkan backend cannot be used: the vulkan binaries are not installed (@node-llama-cpp/linux-x64-vulkan; package lmd-vulkan); model loads will fail",
+  });
 });
 
 t.test("when the files say a backend may work, the probe process names what the dynamic linker refused", async (t) => {
@@ -113,7 +135,8 @@ t.test("when the files say a backend may work, the probe process names what the 
   t.equal(report.backend, "cpu");
   t.equal(report.error, undefined, "node-llama-cpp opened (on the CPU)");
   const reasons = Object.fromEntries(report.unused.map((u) => [u.backend, u.reason]));
-  const notLoadable = (backend: string) => new RegExp(`^libggml-${backend}\\.so does not load: \\S+: cannot open shared object file|^its library loads, but the backend found no usable device$`);
+  const notLoadable = (backend: string) =>
+    new RegExp(`^libggml-${backend}\\.so does not load: \\S+: cannot open shared object file|^its library loads, but the backend found no usable device$`);
   t.match(reasons.cuda, notLoadable("cuda"), "cuda: the missing library, or no device");
   t.match(reasons.vulkan, notLoadable("vulkan"), "vulkan: the missing library, or no device");
   t.ok(lines.some((l) => l.level === 30 && l.msg.startsWith("the cuda binaries are installed but not used: ")), "logged (at info: npm installed them here)");

@@ -25,9 +25,17 @@ for (const [decoder, install] of Object.entries(DECODERS)) {
     const batches = recordBatches(context);
 
     const stop = new AbortController();
-    const streams = sequences.slice(0, 3).map((contextSequence, i) =>
-      new LlamaCompletion({ contextSequence }).generateCompletion(`${i} once upon a time`, { maxTokens: 100_000, temperature: 0.8, seed: i, signal: stop.signal, stopOnAbortSignal: true }),
-    );
+    const streams = sequences
+      .slice(0, 3)
+      .map((contextSequence, i) =>
+        new LlamaCompletion({ contextSequence }).generateCompletion(`${i} once upon a time`, {
+          maxTokens: 100_000,
+          temperature: 0.8,
+          seed: i,
+          signal: stop.signal,
+          stopOnAbortSignal: true,
+        }),
+      );
     for (let i = 0; i < 500 && batches.filter((b) => b.items.length === 3).length < 5; i++) await new Promise((r) => setTimeout(r, 10));
     t.ok(batches.filter((b) => b.items.length === 3).length >= 5, "three sequences generate together");
 
@@ -40,7 +48,11 @@ for (const [decoder, install] of Object.entries(DECODERS)) {
     holder._ctx = new Proxy(native, {
       get(target, key) {
         const value = target[key as string];
-        if (key === "removeTokenCellsFromSequence") return (...args: unknown[]) => { if (args[0] === 3) cleared ??= performance.now(); return value!.apply(target, args); };
+        if (key === "removeTokenCellsFromSequence")
+          return (...args: unknown[]) => {
+            if (args[0] === 3) cleared ??= performance.now();
+            return value!.apply(target, args);
+          };
         return typeof value === "function" ? value.bind(target) : value;
       },
     });
@@ -53,7 +65,14 @@ for (const [decoder, install] of Object.entries(DECODERS)) {
     const next = batches.filter((b) => b.at >= cleared!);
     const withPrompt = next.findIndex((b) => b.items.some((i) => i.tokens > 1));
     t.ok(withPrompt >= 0, "the prompt was decoded");
-    t.equal(withPrompt, 0, `the first batch after the clearing holds the prompt (batches: ${next.slice(0, 4).map((b) => b.items.map((i) => i.tokens).join("+")).join(", ")})`);
+    t.equal(
+      withPrompt,
+      0,
+      `the first batch after the clearing holds the prompt (batches: ${next
+        .slice(0, 4)
+        .map((b) => b.items.map((i) => i.tokens).join("+"))
+        .join(", ")})`,
+    );
     t.same(next[withPrompt]!.items.map((i) => i.sequence), [3], "alone");
     t.same(next[withPrompt + 1]?.items.map((i) => i.sequence), [0, 1, 2], "the other sequences' tokens are the batch after it");
   });

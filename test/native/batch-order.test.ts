@@ -24,7 +24,15 @@ for (const [decoder, install] of Object.entries(DECODERS)) {
     // Start order 3, 1, 2, 0, each once the previous one generates: the queue holds them in that order.
     for (const i of [3, 1, 2, 0]) {
       const seen = recorded.length;
-      streams.push(new LlamaCompletion({ contextSequence: sequences[i]! }).generateCompletion(`${i} once upon a time`, { maxTokens: 100_000, temperature: 0.8, seed: i, signal: stop.signal, stopOnAbortSignal: true }));
+      streams.push(
+        new LlamaCompletion({ contextSequence: sequences[i]! }).generateCompletion(`${i} once upon a time`, {
+          maxTokens: 100_000,
+          temperature: 0.8,
+          seed: i,
+          signal: stop.signal,
+          stopOnAbortSignal: true,
+        }),
+      );
       for (let k = 0; k < 500 && recorded.length < seen + 2; k++) await new Promise((r) => setTimeout(r, 5));
     }
     for (let k = 0; k < 500 && recorded.filter((b) => b.items.length === 4).length < 10; k++) await new Promise((r) => setTimeout(r, 10));

@@ -43,7 +43,10 @@ t.test("the same tokens as node-llama-cpp's evaluate, for each kind of sampling"
   const cases: [string, Options][] = [
     ["greedy", { maxTokens: 48, temperature: 0 }],
     ["seeded top-k/top-p/min-p", { maxTokens: 48, temperature: 0.8, seed: 7, topK: 40, topP: 0.9, minP: 0.05 }],
-    ["repeat, presence and frequency penalties", { maxTokens: 48, temperature: 0.8, seed: 9, repeatPenalty: { lastTokens: 64, penalty: 1.3, presencePenalty: 0.2, frequencyPenalty: 0.1 } }],
+    [
+      "repeat, presence and frequency penalties",
+      { maxTokens: 48, temperature: 0.8, seed: 9, repeatPenalty: { lastTokens: 64, penalty: 1.3, presencePenalty: 0.2, frequencyPenalty: 0.1 } },
+    ],
     ["a JSON grammar", { maxTokens: 32, temperature: 0.8, seed: 3, grammar: json }],
   ];
   for (const [name, options] of cases) {
@@ -67,7 +70,10 @@ t.test("a prompt longer than the batch is decoded in batch-sized parts, its outp
   const batches = recordBatches(context);
   const b = await run(fast, prompt, { maxTokens: 16, temperature: 0.8, seed: 5 });
   t.ok(b.state.length - b.tokens.length > 40, `a long prompt (${b.state.length - b.tokens.length} tokens)`);
-  t.ok(batches.length > 3 && batches.every((batch) => batch.items.reduce((n, i) => n + i.tokens, 0) <= 16), `batches of at most 16 tokens (${batches.map((x) => x.items[0]?.tokens).join(",")})`);
+  t.ok(
+    batches.length > 3 && batches.every((batch) => batch.items.reduce((n, i) => n + i.tokens, 0) <= 16),
+    `batches of at most 16 tokens (${batches.map((x) => x.items[0]?.tokens).join(",")})`,
+  );
   t.same(b.tokens, a.tokens, "the same tokens");
 });
 

@@ -2,7 +2,7 @@
  * The runner's Llama (src/runner/engine.ts): a context decodes with the threads it was given, even
  * while another context of the same runner is in use. With a draft model, the target's
  * verification batches come right after the draft's decodes; node-llama-cpp's thread budget
- * (`maxThreads`) used to give the target 1 of its 2 threads then.
+ * (`maxThreads`) would give the target 1 of its 2 threads then.
  */
 import t from "tap";
 import { LlamaCompletion } from "node-llama-cpp";

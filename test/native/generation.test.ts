@@ -16,7 +16,19 @@ import { tinyContext } from "../helpers/batches.js";
 import { testGguf } from "../helpers/models.js";
 import { ollamaDecoder } from "../helpers/pieces.js";
 
-const spec = (s: Partial<SamplingSpec>): SamplingSpec => ({ temperature: 0, topK: 40, topP: 0.9, minP: 0, repeatLastN: 64, repeatPenalty: 1, presencePenalty: 0, frequencyPenalty: 0, penalizeNewline: true, seed: 1, ...s });
+const spec = (s: Partial<SamplingSpec>): SamplingSpec => ({
+  temperature: 0,
+  topK: 40,
+  topP: 0.9,
+  minP: 0,
+  repeatLastN: 64,
+  repeatPenalty: 1,
+  presencePenalty: 0,
+  frequencyPenalty: 0,
+  penalizeNewline: true,
+  seed: 1,
+  ...s,
+});
 
 interface Run {
   tokens: Token[];
@@ -82,10 +94,24 @@ t.test("the same output as node-llama-cpp's LlamaCompletion", async (t) => {
   const cases: [string, Common][] = [
     ["greedy", { maxTokens: 48, sampling: spec({}) }],
     ["seeded top-k/top-p/min-p", { maxTokens: 48, sampling: spec({ temperature: 0.8, seed: 7, minP: 0.05 }) }],
-    ["repeat, presence and frequency penalties", { maxTokens: 48, sampling: spec({ temperature: 0.8, seed: 9, repeatPenalty: 1.3, presencePenalty: 0.2, frequencyPenalty: 0.1, penalizeNewline: false }) }],
+    [
+      "repeat, presence and frequency penalties",
+      { maxTokens: 48, sampling: spec({ temperature: 0.8, seed: 9, repeatPenalty: 1.3, presencePenalty: 0.2, frequencyPenalty: 0.1, penalizeNewline: false }) },
+    ],
     ["one token", { maxTokens: 1, sampling: spec({}) }],
     ["a JSON grammar", { maxTokens: 200, sampling: spec({ temperature: 0.8, seed: 3 }), grammar: (await model.llama.getGrammarFor("json")) as LlamaGrammar }],
-    ["a JSON schema", { maxTokens: 200, sampling: spec({ temperature: 0.8, seed: 5 }), grammar: await model.llama.createGrammarForJsonSchema({ type: "object", properties: { ok: { type: "boolean" }, n: { type: "integer" } }, required: ["ok", "n"] }) }],
+    [
+      "a JSON schema",
+      {
+        maxTokens: 200,
+        sampling: spec({ temperature: 0.8, seed: 5 }),
+        grammar: await model.llama.createGrammarForJsonSchema({
+          type: "object",
+          properties: { ok: { type: "boolean" }, n: { type: "integer" } },
+          required: ["ok", "n"],
+        }),
+      },
+    ],
   ];
   for (const [name, options] of cases) {
     const x = await viaLlamaCompletion(a, prompt, options);
@@ -113,7 +139,10 @@ t.test("the first token keeps its leading space, as in Ollama", async (t) => {
   const decode = await ollamaDecoder(await testGguf({ preset: "tiny" }));
   for (const text of ["once upon a time", "the weather today"]) {
     const y = await viaLmd(b, model.tokenize(text, false), { maxTokens: 8, sampling: spec({}) });
-    t.ok(decode(y.tokens.slice(0, 1)).startsWith(" "), `after '${text}', the first token's piece starts with a space: ${JSON.stringify(decode(y.tokens.slice(0, 1)))}`);
+    t.ok(
+      decode(y.tokens.slice(0, 1)).startsWith(" "),
+      `after '${text}', the first token's piece starts with a space: ${JSON.stringify(decode(y.tokens.slice(0, 1)))}`,
+    );
     t.equal(y.chunks[0], decode(y.tokens.slice(0, 1)), "the first chunk is that piece, its space included");
     t.equal(y.text, decode(y.tokens), "the text is the tokens' pieces");
   }

@@ -32,7 +32,9 @@ t.test("SERVICE_GPU_OVERHEAD: a size or bytes, 0 by default, OLLAMA_GPU_OVERHEAD
   t.equal(loadConfig({ SERVICE_GPU_OVERHEAD: "1GiB" }).gpuOverheadBytes, GiB);
   t.equal(loadConfig({ OLLAMA_GPU_OVERHEAD: "536870912" }).gpuOverheadBytes, 512 * 1024 ** 2, "Ollama's byte count");
   t.equal(loadConfig({ OLLAMA_GPU_OVERHEAD: "1", SERVICE_GPU_OVERHEAD: "2MiB" }).gpuOverheadBytes, 2 * 1024 ** 2, "SERVICE_* wins");
-  t.throws(() => loadConfig({ SERVICE_GPU_OVERHEAD: "lots" }), { message: "invalid configuration: SERVICE_GPU_OVERHEAD: 'lots' is not a size (examples: 1GiB, 536870912, 0)" });
+  t.throws(() => loadConfig({ SERVICE_GPU_OVERHEAD: "lots" }), {
+    message: "invalid configuration: SERVICE_GPU_OVERHEAD: 'lots' is not a size (examples: 1GiB, 536870912, 0)",
+  });
 });
 
 t.test("the VRAM room is the free VRAM less the reserve on each GPU the runner sees", async (t) => {
@@ -57,7 +59,9 @@ t.test("a load refused by the reserve, admitted without it (the scheduler's chec
     return scheduler.acquire(model);
   };
   (await start(2 * GiB)).release();
-  await t.rejects(start(4 * GiB), { message: "failed to load model 'm:latest': not enough memory to load the model (needs 7.0 GiB of VRAM, 6.0 GiB available)" });
+  await t.rejects(start(4 * GiB), {
+    message: "failed to load model 'm:latest': not enough memory to load the model (needs 7.0 GiB of VRAM, 6.0 GiB available)",
+  });
 });
 
 t.test("the policy file's gpus: read, checked, and carried into the load spec", async (t) => {

@@ -115,7 +115,10 @@ t.test("textOnly zeroes the output rows of the tokens that are not text, and not
   t.ok(rows.every((at) => text.subarray(at, at + rowBytes).every((b) => b === 0)), `their ${rows.length} rows read as zeros`);
   t.ok(rows.every((at) => !plain.subarray(at, at + rowBytes).every((b) => b === 0)), "they do not without the option");
   const differing = [...plain.keys()].filter((i) => plain[i] !== text[i]);
-  t.ok(plain.length === text.length && differing.length > 0 && differing.every((i) => rows.some((at) => i >= at && i < at + rowBytes)), `only those rows differ (${differing.length} bytes)`);
+  t.ok(
+    plain.length === text.length && differing.length > 0 && differing.every((i) => rows.some((at) => i >= at && i < at + rowBytes)),
+    `only those rows differ (${differing.length} bytes)`,
+  );
   await t.rejects(makeModel(join(dir, "x.gguf"), { textOnly: true, tokenizer: { kv: [], size: 10 } }), /textOnly/);
 });
 

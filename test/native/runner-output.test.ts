@@ -22,7 +22,9 @@ t.test("output of several decoding sequences is written while the next step deco
   const firsts = new Set([1, 2].map((id) => output.findIndex((m) => m.type === "chunk" && m.id === id)));
   const gathered = output.filter((m, i) => m.type !== "done" && !firsts.has(i) && output[i + 1]?.type !== "done");
   const during = gathered.filter((m) => m.decoding === true).length;
-  const shown = output.map((m) => (m.type === "batch" ? `${m.messages.length}` : m.type === "chunk" ? "1" : "done") + (m.decoding ? "+" : m.type === "done" ? "" : "-")).join(" ");
+  const shown = output
+    .map((m) => (m.type === "batch" ? `${m.messages.length}` : m.type === "chunk" ? "1" : "done") + (m.decoding ? "+" : m.type === "done" ? "" : "-"))
+    .join(" ");
   t.ok(gathered.length >= 4, `output was gathered into several writes (${shown})`);
   t.equal(during, gathered.length, `each was written while a decode ran: ${during} of ${gathered.length} (${shown})`);
 });
@@ -60,6 +62,8 @@ t.test("a long SERVICE_STREAM_INTERVAL gathers a stream's tokens after its first
   t.equal(messages[0], 1, "the first token goes at once, alone");
   t.ok(messages.length <= 3, `the rest came in few messages: ${JSON.stringify(messages)}`);
   const doneAt = received.findIndex((m) => m.type === "done" && m.id === 1);
-  const lastOutputAt = received.findLastIndex((m) => (m.type === "batch" && m.messages.some((x) => "id" in x && x.id === 1)) || (m.type === "chunk" && m.id === 1));
+  const lastOutputAt = received.findLastIndex(
+    (m) => (m.type === "batch" && m.messages.some((x) => "id" in x && x.id === 1)) || (m.type === "chunk" && m.id === 1),
+  );
   t.ok(lastOutputAt >= 0 && lastOutputAt < doneAt, "every token was written before the job's end");
 });

@@ -25,8 +25,11 @@ import { execFile, execFileSync, fork, spawnSync } from "node:child_process";
 import { promisify } from "node:util";
 const child = ${JSON.stringify(path.join(root, "dist/src/runner/child.js"))};
 const said = [];
-const attempt = async (name, start) => { try { said.push(name + ": " + (await start()).toString().trim()); } catch (e) { said.push(name + ": " + e.message); } };
-await attempt("fork", () => new Promise((resolve, reject) => fork(child, [], { stdio: "ignore" }).once("exit", (code) => resolve("exit " + code)).once("error", reject)));
+const attempt = async (name, start) => {
+  try { said.push(name + ": " + (await start()).toString().trim()); } catch (e) { said.push(name + ": " + e.message); }
+};
+await attempt("fork", () =>
+  new Promise((resolve, reject) => fork(child, [], { stdio: "ignore" }).once("exit", (code) => resolve("exit " + code)).once("error", reject)));
 await attempt("spawnSync", () => spawnSync(process.execPath, [child]).stdout);
 await attempt("execFileSync", () => execFileSync(process.execPath, [child]));
 await attempt("execFile (promisified)", async () => (await promisify(execFile)(process.execPath, [child])).stdout);
@@ -51,7 +54,13 @@ t.test("never stamped (built with tsc alone, or not at all): refused", async (t)
 
 t.test("stamped from the sources there are now: runs", async (t) => {
   stamp();
-  t.same(run(), ["fork: exit 0", "spawnSync: the build ran", "execFileSync: the build ran", "execFile (promisified): the build ran", "outside dist: not the build"]);
+  t.same(run(), [
+    "fork: exit 0",
+    "spawnSync: the build ran",
+    "execFileSync: the build ran",
+    "execFile (promisified): the build ran",
+    "outside dist: not the build",
+  ]);
   t.same(last, { status: 0, stderr: "" }, "nothing refused");
 });
 

@@ -51,7 +51,11 @@ t.test("busy time counts only the CPUs lmd may run on (its affinity, a container
   t.teardown(() => void hog.kill("SIGKILL"));
   await new Promise((r) => setTimeout(r, 300));
   const cpu = new URL("../../dist/src/cpu.js", import.meta.url).href;
-  const probe = spawn("taskset", ["-c", "1", process.execPath, "--input-type=module", "-e", `const { busyCpus } = await import(${JSON.stringify(cpu)}); console.log(await busyCpus(500));`], { stdio: ["ignore", "pipe", "inherit"] });
+  const probe = spawn(
+    "taskset",
+    ["-c", "1", process.execPath, "--input-type=module", "-e", `const { busyCpus } = await import(${JSON.stringify(cpu)}); console.log(await busyCpus(500));`],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
   let out = "";
   probe.stdout.on("data", (d: Buffer) => (out += d));
   await new Promise((r) => probe.once("exit", r));

@@ -13,7 +13,10 @@ import { tokenizeAsync, tokenizeInChunks, tokenizeWhole } from "../../src/runner
 import { llamaSrc } from "../helpers/llama-src.js";
 import { testGguf } from "../helpers/models.js";
 
-const PIECES = ["a", "b", "the", "word", " ", "  ", "\n", "\n\n", "\t", "\u{1F600}", "é", "中文", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "<|end|>", "<|user|>", "12", "3", ".", ",", "\u2581", " x", "ab "];
+const PIECES = [
+  "a", "b", "the", "word", " ", "  ", "\n", "\n\n", "\t", "\u{1F600}", "é", "中文", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "<|end|>",
+  "<|user|>", "12", "3", ".", ",", "\u2581", " x", "ab ",
+];
 
 function texts(seed: number, count: number, length: number): string[] {
   let state = seed;
@@ -59,7 +62,8 @@ t.test("chunked tokens are the whole text's tokens", async (t) => {
         const whole = Array.from(tokenizeWhole(model, text, special));
         if (JSON.stringify(await tokenizeAsync(model, text, special)) !== JSON.stringify(whole)) long++;
         // The leading-space option (node-llama-cpp's, for text that follows other text): same as model.tokenize.
-        if (JSON.stringify(await tokenizeAsync(model, text, special, "trimLeadingSpace")) !== JSON.stringify(model.tokenize(text, special, "trimLeadingSpace"))) long++;
+        if (JSON.stringify(await tokenizeAsync(model, text, special, "trimLeadingSpace")) !== JSON.stringify(model.tokenize(text, special, "trimLeadingSpace")))
+          long++;
       }
     }
     t.equal(long, 0, `${name}: long texts, asynchronously, as a whole`);

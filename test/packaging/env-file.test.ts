@@ -1,5 +1,5 @@
 /**
- * packaging/lmd.env (installed as /etc/lmd/lmd.env) lists every variable of CONTRACT §2,
+ * packaging/lmd.env (installed as /etc/lmd/lmd.env) lists every configuration variable (src/config.ts),
  * commented out, with its default under systemd; the unit sets the defaults it claims.
  * Regenerate it with: npm run build && node packaging/gen-env.mjs > packaging/lmd.env
  */
@@ -13,7 +13,11 @@ const envFile = readFileSync(new URL("packaging/lmd.env", repo), "utf8");
 const unit = readFileSync(new URL("systemd/lmd.service", repo), "utf8");
 
 /** Defaults the unit sets with Environment= (the daemon's own defaults are for a user's shell). */
-const UNIT_DEFAULTS: Record<string, string> = { SERVICE_MODELS: "/var/lib/lmd/models", SERVICE_LOG_DIR: "/var/log/lmd", SERVICE_REGISTRY_AUTH: "/etc/lmd/registry-auth.json" };
+const UNIT_DEFAULTS: Record<string, string> = {
+  SERVICE_MODELS: "/var/lib/lmd/models",
+  SERVICE_LOG_DIR: "/var/log/lmd",
+  SERVICE_REGISTRY_AUTH: "/etc/lmd/registry-auth.json",
+};
 
 t.test("every variable is there once, commented out, with its default and meaning", async (t) => {
   const lines = envFile.split("\n");

@@ -1,5 +1,5 @@
 /**
- * The packages under a real systemd (issue 7): test/packaging/install-test.sh boots a Debian 12
+ * The packages under a real systemd: test/packaging/install-test.sh boots a Debian 12
  * container per scenario and prints TAP, one assertion per step. Needs root and the tools that
  * .ci/run installs; see packages.ts for what happens without them.
  */

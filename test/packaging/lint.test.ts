@@ -1,5 +1,5 @@
 /**
- * Static checks of the packages and units (issue 7): lintian, rpmlint with its filter file, and
+ * Static checks of the packages and units: lintian, rpmlint with its filter file, and
  * systemd-analyze security with a threshold. (systemd-analyze verify runs in install-test.sh,
  * against the installed units, where the paths they name exist.)
  */
@@ -61,7 +61,12 @@ if (packagingAvailable(t, ["lintian", "rpmlint", "systemd-analyze", "dpkg-deb", 
       const m = /Overall exposure level for [^:]+: ([0-9.]+)/.exec(r.out);
       t.ok(m, "systemd-analyze reports an exposure level", { output: r.out.slice(-2000) });
       const exposure = Number(m?.[1]);
-      t.ok(exposure <= SECURITY_THRESHOLD, `exposure ${exposure} <= ${SECURITY_THRESHOLD}`, { output: r.out.split("\n").filter((l) => l.startsWith("✗")).join("\n") });
+      t.ok(exposure <= SECURITY_THRESHOLD, `exposure ${exposure} <= ${SECURITY_THRESHOLD}`, {
+        output: r.out
+          .split("\n")
+          .filter((l) => l.startsWith("✗"))
+          .join("\n"),
+      });
       // systemd 252 takes --threshold= in tenths of the printed level.
       const gate = run("systemd-analyze", ["security", "--offline=true", "--no-pager", `--threshold=${Math.round(SECURITY_THRESHOLD * 10)}`, unit]);
       t.equal(gate.status, 0, "systemd-analyze security --threshold agrees");

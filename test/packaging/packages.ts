@@ -49,7 +49,12 @@ export function packagingAvailable(t: Test, tools: string[]): boolean {
 export function ensurePackages(t: Test): boolean {
   if (ALL.every((f) => existsSync(f))) return true;
   const started = Date.now();
-  const r = spawnSync("npm", ["run", "package", "--silent"], { cwd: REPO, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LMD_PKG_FAST: "1" } });
+  const r = spawnSync("npm", ["run", "package", "--silent"], {
+    cwd: REPO,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, LMD_PKG_FAST: "1" },
+  });
   t.comment(`npm run package: exit ${r.status} in ${((Date.now() - started) / 1000).toFixed(1)}s`);
   if (r.status !== 0 || !ALL.every((f) => existsSync(f))) {
     t.fail("npm run package failed", { stderr: `${r.stderr ?? ""}`.slice(-4000) });

@@ -52,7 +52,10 @@ t.test("SIGTERM mid-stream: the stream completes, models unload, exit 0", async 
   const models = await storeWithTiny(path.join(dir, "models"));
   const logDir = path.join(dir, "logs");
   const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: models, SERVICE_LOG_DIR: logDir, SERVICE_SHUTDOWN_TIMEOUT: "120s" });
-  const res = await fetch(`${d.url}/api/generate`, { method: "POST", body: JSON.stringify({ model: "tiny", prompt: "Tell a long story", options: { temperature: 0, num_predict: 200 } }) });
+  const res = await fetch(`${d.url}/api/generate`, {
+    method: "POST",
+    body: JSON.stringify({ model: "tiny", prompt: "Tell a long story", options: { temperature: 0, num_predict: 200 } }),
+  });
   t.equal(res.status, 200);
   const reader = res.body!.getReader();
   let text = Buffer.from((await reader.read()).value ?? []).toString();
@@ -114,7 +117,10 @@ t.test("SIGINT to the whole process group stops the daemon cleanly; runners obey
 t.test("a second signal exits at once", async (t) => {
   const models = await storeWithTiny(path.join(t.testdir(), "models"));
   const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: models, SERVICE_SHUTDOWN_TIMEOUT: "60s" });
-  const res = await fetch(`${d.url}/api/generate`, { method: "POST", body: JSON.stringify({ model: "tiny", prompt: "Go", options: { num_predict: 100000, temperature: 0 } }) });
+  const res = await fetch(`${d.url}/api/generate`, {
+    method: "POST",
+    body: JSON.stringify({ model: "tiny", prompt: "Go", options: { num_predict: 100000, temperature: 0 } }),
+  });
   const reader = res.body!.getReader();
   await reader.read();
   const runnerPid = await runnerPidOf(d.child.pid!);

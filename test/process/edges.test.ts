@@ -1,5 +1,5 @@
 /**
- * Issue 14: clean failures at the edges — a port in use, an unusable model store, a CLI whose
+ * Clean failures at the edges — a port in use, an unusable model store, a CLI whose
  * reader goes away.
  */
 import { spawn, spawnSync } from "node:child_process";
@@ -11,7 +11,10 @@ import t from "tap";
 import { forkDaemon, MAIN } from "../helpers/process.js";
 
 function serve(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, [MAIN, "serve"], { env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root", ...env }, stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(process.execPath, [MAIN, "serve"], {
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root", ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   let stderr = "";
   child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
   const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
@@ -46,7 +49,9 @@ t.test("an unusable SERVICE_MODELS: one line naming the variable and the path, e
   } else t.skip("EROFS: cannot mount a read-only tmpfs here (not root?)");
   if (spawnSync("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "true"]).status === 0) {
     const child = spawnSync("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, MAIN, "serve"], {
-      env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent", SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "denied") }, encoding: "utf8", timeout: 20_000,
+      env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent", SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "denied") },
+      encoding: "utf8",
+      timeout: 20_000,
     });
     t.equal(child.status, 78);
     t.match(child.stderr, /^lmd: cannot use the model store SERVICE_MODELS=\S+denied: permission denied \(EACCES\)/);

@@ -30,7 +30,10 @@ t.test("q8_0 and f16 caches side by side; capped num_ctx values are one load", a
   // (the demo shape: q8_0 blocks of 32 need heads of a multiple of 32; tiny's are 16 wide).
   await installTestModels(store, [{ name: "plain", make: { preset: "demo" } }, { name: "quant", make: { preset: "demo" } }, { name: "narrow" }]);
   const policyFile = path.join(dir, "models.yaml");
-  await writeFile(policyFile, "models:\n  quant:\n    kv_cache_type: q8_0\n    num_parallel: 4\n  plain:\n    num_parallel: 4\n  narrow:\n    kv_cache_type: q8_0\n");
+  await writeFile(
+    policyFile,
+    "models:\n  quant:\n    kv_cache_type: q8_0\n    num_parallel: 4\n  plain:\n    num_parallel: 4\n  narrow:\n    kv_cache_type: q8_0\n",
+  );
   const d = await forkDaemon(t, {
     SERVICE_HOST: "127.0.0.1:0",
     SERVICE_MODELS: store.root,
@@ -39,7 +42,13 @@ t.test("q8_0 and f16 caches side by side; capped num_ctx values are one load", a
     SERVICE_THREADS: "1",
   });
   const generate = async (model: string, options: Record<string, unknown> = {}) => {
-    const res = await postJson(`${d.url}/api/generate`, { model, prompt: "the quick brown fox", raw: true, stream: false, options: { temperature: 0, num_predict: 16, num_ctx: 4096, ...options } });
+    const res = await postJson(`${d.url}/api/generate`, {
+      model,
+      prompt: "the quick brown fox",
+      raw: true,
+      stream: false,
+      options: { temperature: 0, num_predict: 16, num_ctx: 4096, ...options },
+    });
     t.equal(res.status, 200, `${model}: 200`);
     return (await res.json()) as { response: string; context: number[] };
   };
@@ -78,7 +87,8 @@ t.test("q8_0 and f16 caches side by side; capped num_ctx values are one load", a
   // A load over the trained context says so, once per model.
   await generate("quant", { num_ctx: 9000 });
   t.equal(loads(), loadsBefore, "9000 on the loaded 4096 context: no reload");
-  const unload = async (model: string) => t.equal((await postJson(`${d.url}/api/generate`, { model, prompt: "", keep_alive: 0 })).status, 200, `${model} unloaded`);
+  const unload = async (model: string) =>
+    t.equal((await postJson(`${d.url}/api/generate`, { model, prompt: "", keep_alive: 0 })).status, 200, `${model} unloaded`);
   await unload("quant");
   await generate("quant", { num_ctx: 9000 });
   await generate("quant", { num_ctx: 8000 });
@@ -94,14 +104,22 @@ t.test("q8_0 and f16 caches side by side; capped num_ctx values are one load", a
   t.equal(res.status, 500);
   const body = (await res.json()) as { error: string };
   t.match(body.error, /^failed to load model 'narrow:latest': .*\(kv cache type q8_0, flash attention true: .*does not divide n_embd_head_k=16\)$/);
-  t.equal((await postJson(`${d.url}/api/generate`, { model: "plain", prompt: "hi", stream: false, options: { num_predict: 2 } })).status, 200, "other models still serve");
+  t.equal(
+    (await postJson(`${d.url}/api/generate`, { model: "plain", prompt: "hi", stream: false, options: { num_predict: 2 } })).status,
+    200,
+    "other models still serve",
+  );
 });
 
 t.test("a quantized cache with flash attention off is refused", async (t) => {
   const dir = t.testdir();
   const policyFile = path.join(dir, "models.yaml");
   await writeFile(policyFile, "models:\n  quant:\n    kv_cache_type: q4_0\n    flash_attention: false\n");
-  const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "models"), SERVICE_MODELS_CONFIG: policyFile }, { waitListening: false });
+  const d = await forkDaemon(
+    t,
+    { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "models"), SERVICE_MODELS_CONFIG: policyFile },
+    { waitListening: false },
+  );
   const { code } = await d.exited;
   t.equal(code, 78, "exit 78: configuration to fix");
   t.match(d.stderr(), /\/models\/quant: a q4_0 KV cache needs flash attention/);

@@ -1,5 +1,5 @@
 /**
- * Issue 14: the daemon's log on stdout is JSON for a pipe or a file, and readable lines
+ * The daemon's log on stdout is JSON for a pipe or a file, and readable lines
  * when stdout is a terminal (a real pty, driven with tmux), one line per record.
  */
 import path from "node:path";

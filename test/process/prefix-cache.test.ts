@@ -29,7 +29,8 @@ async function setup(t: Test): Promise<{ root: string; cache: string; start: (en
   await store.init();
   await installTestModels(store, [{ name: "tiny" }, { name: "other", make: { preset: "tiny", seed: 7 } }]);
   const cache = path.join(root, "cache");
-  const start = (env: Record<string, string> = {}) => forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: store.root, SERVICE_CACHE_DIR: cache, ...env });
+  const start = (env: Record<string, string> = {}) =>
+    forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: store.root, SERVICE_CACHE_DIR: cache, ...env });
   return { root, cache, start };
 }
 
@@ -82,7 +83,10 @@ t.test("foreign, truncated and corrupt state files are discarded with a warning"
   const [a, b] = await entries(cache);
   t.ok(a && b, "one entry for each model");
   const keyOf = (name: string) => name.split("-")[0] ?? "";
-  const tinyEntry = (JSON.parse(await readFile(path.join(cache, a!.replace(/\.state$/, ".json")), "utf8")) as { tokens: number[] }).tokens.length === reference.context.length ? a! : b!;
+  const tinyEntry =
+    (JSON.parse(await readFile(path.join(cache, a!.replace(/\.state$/, ".json")), "utf8")) as { tokens: number[] }).tokens.length === reference.context.length
+      ? a!
+      : b!;
   const otherEntry = tinyEntry === a ? b! : a!;
   const tinyBase = tinyEntry.replace(/\.state$/, "");
   const otherBase = otherEntry.replace(/\.state$/, "");
@@ -111,7 +115,8 @@ t.test("foreign, truncated and corrupt state files are discarded with a warning"
   // The other model's entry under this model's key: its metadata names another model.
   await tryOnce("another model's", async () => {
     const renamed = `${keyOf(tinyBase)}-${otherBase.split("-")[1] ?? ""}`;
-    for (const ext of [".json", ".state"]) await rename(path.join(cache, `${tinyBase}${ext}`), path.join(cache, `${tinyBase}.gone${ext}.x`)).catch(() => undefined);
+    for (const ext of [".json", ".state"])
+      await rename(path.join(cache, `${tinyBase}${ext}`), path.join(cache, `${tinyBase}.gone${ext}.x`)).catch(() => undefined);
     for (const ext of [".json", ".state"]) await rename(path.join(cache, `${otherBase}${ext}`), path.join(cache, `${renamed}${ext}`));
   }, /made for another model/);
 });

@@ -44,7 +44,12 @@ t.test("lmd reload: the outcome through the control socket; an invalid file fail
   // A short path: a Unix socket's path has room for 107 bytes, less than a fixture directory's.
   const runtime = await mkdtemp(path.join(os.tmpdir(), "lmd-run-"));
   t.teardown(() => rm(runtime, { recursive: true, force: true }));
-  const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "models"), SERVICE_MODELS_CONFIG: policy, RUNTIME_DIRECTORY: runtime });
+  const d = await forkDaemon(t, {
+    SERVICE_HOST: "127.0.0.1:0",
+    SERVICE_MODELS: path.join(dir, "models"),
+    SERVICE_MODELS_CONFIG: policy,
+    RUNTIME_DIRECTORY: runtime,
+  });
   await d.waitForLog((l) => l.msg === "model preloaded");
   t.equal((await ps(d.url))[0]?.num_parallel, 2);
 

@@ -1,5 +1,5 @@
 /**
- * Issue 14: shutdown at its edges, with the built daemon forked as systemd or a terminal runs it.
+ * Shutdown at its edges, with the built daemon forked as systemd or a terminal runs it.
  *
  * - A stream still running when SERVICE_SHUTDOWN_TIMEOUT ends is stopped cleanly: its last line
  *   says the server is shutting down, the runner disposes its model and exits 0, nothing is
@@ -33,7 +33,10 @@ type Line = Record<string, unknown>;
 t.test("a stream still running when the shutdown timeout ends: a clean error line, the runner exits 0", async (t) => {
   const models = await storeWithTiny(path.join(t.testdir(), "models"));
   const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: models, SERVICE_SHUTDOWN_TIMEOUT: "1s" });
-  const res = await fetch(`${d.url}/api/generate`, { method: "POST", body: JSON.stringify({ model: "tiny", prompt: "Go", options: { num_predict: 1_000_000, temperature: 0 } }) });
+  const res = await fetch(`${d.url}/api/generate`, {
+    method: "POST",
+    body: JSON.stringify({ model: "tiny", prompt: "Go", options: { num_predict: 1_000_000, temperature: 0 } }),
+  });
   t.equal(res.status, 200);
   const reader = res.body!.getReader();
   let text = Buffer.from((await reader.read()).value ?? []).toString();
@@ -76,13 +79,19 @@ t.test("a request queued behind a busy slot when SIGTERM arrives is served withi
   const models = await storeWithTiny(path.join(t.testdir(), "models"));
   const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: models, SERVICE_SHUTDOWN_TIMEOUT: "120s", SERVICE_NUM_PARALLEL: "1" });
   // Long enough to be still running when the runner is stopped below, on a fast machine too.
-  const first = await fetch(`${d.url}/api/generate`, { method: "POST", body: JSON.stringify({ model: "tiny", prompt: "Go", options: { num_predict: 1500, temperature: 0 } }) });
+  const first = await fetch(`${d.url}/api/generate`, {
+    method: "POST",
+    body: JSON.stringify({ model: "tiny", prompt: "Go", options: { num_predict: 1500, temperature: 0 } }),
+  });
   const reader = first.body!.getReader();
   let text = Buffer.from((await reader.read()).value ?? []).toString();
   const runnerPid = (await runnerPidOf(d.child.pid!))!;
   process.kill(runnerPid, "SIGSTOP"); // the first request holds the only slot until SIGCONT
   t.teardown(() => void (isAlive(runnerPid) && process.kill(runnerPid, "SIGCONT")));
-  const second = fetch(`${d.url}/api/generate`, { method: "POST", body: JSON.stringify({ model: "tiny", prompt: "Hello", stream: false, options: { num_predict: 5 } }) });
+  const second = fetch(`${d.url}/api/generate`, {
+    method: "POST",
+    body: JSON.stringify({ model: "tiny", prompt: "Hello", stream: false, options: { num_predict: 5 } }),
+  });
   await until(async () => ((await (await fetch(`${d.url}/api/ps`)).json()) as { models: { queued: number }[] }).models[0]?.queued === 1);
   process.kill(d.child.pid!, "SIGTERM");
   await d.waitForLog((l) => l.msg === "shutting down");
@@ -122,10 +131,19 @@ for (const signals of [["SIGINT"], ["SIGINT", "SIGINT"]] as const) {
     // start in between, npm forwards a second SIGINT.
     const port = await freePort();
     const child = spawn(process.execPath, [MAIN, "serve"], {
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root", SERVICE_HOST: `127.0.0.1:${port}`, SERVICE_MODELS: path.join(t.testdir(), "m"), SERVICE_THREADS: "1", SERVICE_GPU: "false" },
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? "/root",
+        SERVICE_HOST: `127.0.0.1:${port}`,
+        SERVICE_MODELS: path.join(t.testdir(), "m"),
+        SERVICE_THREADS: "1",
+        SERVICE_GPU: "false",
+      },
       stdio: ["ignore", "pipe", "pipe"],
     });
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.on("exit", (code, signal) => resolve({ code, signal })),
+    );
     t.teardown(() => void (child.exitCode === null && child.signalCode === null && child.kill("SIGKILL")));
     let stderr = "";
     child.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
@@ -150,7 +168,10 @@ for (const signals of [["SIGINT"], ["SIGINT", "SIGINT"]] as const) {
  * request waits for the load as long as the test wants. Resumed (SIGCONT) on teardown.
  */
 async function requestWithLoadFrozen(t: Test, d: ForkedDaemon): Promise<{ runnerPid: number; response: Promise<Response> }> {
-  const response = fetch(`${d.url}/api/generate`, { method: "POST", body: JSON.stringify({ model: "tiny", prompt: "Hello", stream: false, options: { num_predict: 5, temperature: 0 } }) });
+  const response = fetch(`${d.url}/api/generate`, {
+    method: "POST",
+    body: JSON.stringify({ model: "tiny", prompt: "Hello", stream: false, options: { num_predict: 5, temperature: 0 } }),
+  });
   const runnerPid = await runnerPidOf(d.child.pid!);
   if (!runnerPid) throw new Error("no runner started");
   process.kill(runnerPid, "SIGSTOP");

@@ -1,8 +1,7 @@
 /**
  * Sockets that connect and send nothing cannot lock clients out. At the default cap of 1024
- * connections, 1,024 silent sockets used to close every new connection unanswered for ~40 s a
- * round (the head timeout, looked at every 7.5 s), with nothing in the log. Now a new connection
- * takes a silent one's place at once, the cap is logged (warn, rate-limited), and silent sockets
+ * connections, 1,024 silent sockets would otherwise close every new connection unanswered until
+ * the head timeout, with nothing in the log. A new connection takes a silent one's place at once, the cap is logged (warn, rate-limited), and silent sockets
  * are closed 10 s after they opened (Node's own head timeout starts only with a first byte).
  */
 import net from "node:net";

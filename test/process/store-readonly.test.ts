@@ -56,7 +56,8 @@ function skipUnless(available: boolean, reason: string): string | false {
   return !available && process.env.LMD_SKIP_SYSTEM_TESTS === "1" ? `${reason}; skipped because LMD_SKIP_SYSTEM_TESTS=1` : false;
 }
 
-t.test("a read-only bind mount of the store (ProtectSystem=strict): writes answer 500 'read-only file system'", { skip: skipUnless(canUnshare, NEEDS_MOUNT_NS) }, async (t) => {
+const mountNs = { skip: skipUnless(canUnshare, NEEDS_MOUNT_NS) };
+t.test("a read-only bind mount of the store (ProtectSystem=strict): writes answer 500 'read-only file system'", mountNs, async (t) => {
   if (!canUnshare) return t.fail(`${NEEDS_MOUNT_NS} (set LMD_SKIP_SYSTEM_TESTS=1 to skip)`);
   const store = await preparedStore(t);
   // The daemon alone sees the store read-only: a bind mount of it onto itself, remounted ro, in its own namespace.
@@ -65,7 +66,8 @@ t.test("a read-only bind mount of the store (ProtectSystem=strict): writes answe
   await writesAreRefused(t, d.url, "read-only file system");
 });
 
-t.test("a store owned by another user (the daemon runs as nobody): writes answer 500 'permission denied'", { skip: skipUnless(canSetpriv, NEEDS_SETPRIV) }, async (t) => {
+const setpriv = { skip: skipUnless(canSetpriv, NEEDS_SETPRIV) };
+t.test("a store owned by another user (the daemon runs as nobody): writes answer 500 'permission denied'", setpriv, async (t) => {
   if (!canSetpriv) return t.fail(`${NEEDS_SETPRIV} (set LMD_SKIP_SYSTEM_TESTS=1 to skip)`);
   const store = await preparedStore(t);
   const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: store, HOME: "/nonexistent" }, { wrap: NOBODY });

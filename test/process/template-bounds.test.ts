@@ -36,7 +36,8 @@ async function versionTimesWhile(url: string, work: Promise<unknown>): Promise<n
   return times;
 }
 
-const kib = (pid: number, field: "VmRSS" | "VmHWM"): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
+const kib = (pid: number, field: "VmRSS" | "VmHWM"): number =>
+  Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
 
 t.test("hostile templates: a 400 each, the daemon alive, small and answering", async (t) => {
   const store = new ModelStore(path.join(t.testdir(), "models"));
@@ -45,7 +46,19 @@ t.test("hostile templates: a 400 each, the daemon alive, small and answering", a
   const d = await forkDaemon(t, { SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: store.root });
   const pid = d.child.pid!;
   // A render first, so the render workers exist before the peak is taken.
-  t.equal((await postJson(`${d.url}/api/generate`, { model: "tiny", prompt: "hi", template: "{{ .Prompt }}", raw: false, stream: false, options: { num_predict: 1 } })).status, 200);
+  t.equal(
+    (
+      await postJson(`${d.url}/api/generate`, {
+        model: "tiny",
+        prompt: "hi",
+        template: "{{ .Prompt }}",
+        raw: false,
+        stream: false,
+        options: { num_predict: 1 },
+      })
+    ).status,
+    200,
+  );
   const before = kib(pid, "VmHWM");
 
   await t.test("the crash template on /api/generate", async (t) => {
@@ -70,18 +83,28 @@ t.test("hostile templates: a 400 each, the daemon alive, small and answering", a
     t.equal(created.status, 200, "it parses, so it is stored");
     for (let i = 0; i < 3; i++) {
       await assertError(t, await postJson(`${d.url}/api/generate`, { model: "crash", prompt: "hi", stream: false }), 400, /template value exceeded/);
-      await assertError(t, await postJson(`${d.url}/api/chat`, { model: "crash", messages: [{ role: "user", content: "hi" }], stream: false }), 400, /template value exceeded/);
+      await assertError(
+        t,
+        await postJson(`${d.url}/api/chat`, { model: "crash", messages: [{ role: "user", content: "hi" }], stream: false }),
+        400,
+        /template value exceeded/,
+      );
     }
     t.ok(isAlive(pid) && d.child.exitCode === null, "the daemon is alive");
   });
 
   await t.test("twenty renders stopped by the step limit at once", async (t) => {
-    const all = Promise.all(Array.from({ length: 20 }, () => postJson(`${d.url}/api/generate`, { model: "tiny", prompt: "hi", template: STEPS, stream: false })));
+    const all = Promise.all(
+      Array.from({ length: 20 }, () => postJson(`${d.url}/api/generate`, { model: "tiny", prompt: "hi", template: STEPS, stream: false })),
+    );
     const times = await versionTimesWhile(d.url, all);
     for (const res of await all) await assertError(t, res, 400, /template execution exceeded (5000000 steps|1000 ms)/);
     const sorted = [...times].sort((a, b) => a - b);
     const p99 = sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.99))]!;
-    t.ok(sorted[sorted.length - 1]! < 1000, `/api/version: p99 ${p99.toFixed(0)} ms, slowest ${sorted[sorted.length - 1]!.toFixed(0)} ms over ${times.length} polls (each < 1 s)`);
+    t.ok(
+      sorted[sorted.length - 1]! < 1000,
+      `/api/version: p99 ${p99.toFixed(0)} ms, slowest ${sorted[sorted.length - 1]!.toFixed(0)} ms over ${times.length} polls (each < 1 s)`,
+    );
   });
 
   const grown = (kib(pid, "VmHWM") - before) / 1024;

@@ -12,21 +12,31 @@ t.test("on a terminal: one line per request; refusals at info with their message
   const dir = t.testdir();
   const command = `${process.execPath} ${MAIN} serve`;
   const child = spawn("script", ["-qfec", command, "/dev/null"], {
-    env: { PATH: process.env.PATH, HOME: dir, TERM: "dumb", NO_COLOR: "1", SERVICE_HOST: "127.0.0.1:0", SERVICE_MODELS: path.join(dir, "models"), SERVICE_GPU: "false", SERVICE_THREADS: "1" },
+    env: {
+      PATH: process.env.PATH,
+      HOME: dir,
+      TERM: "dumb",
+      NO_COLOR: "1",
+      SERVICE_HOST: "127.0.0.1:0",
+      SERVICE_MODELS: path.join(dir, "models"),
+      SERVICE_GPU: "false",
+      SERVICE_THREADS: "1",
+    },
     stdio: ["pipe", "pipe", "pipe"],
   });
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
   // The daemon is script's child: killed by its pid if the test ends early (a vanished terminal
   // is not a stop: its SIGHUP means reload).
-  let daemon: number | undefined;
+  const daemon: { pid?: number } = {};
   t.teardown(async () => {
-    if (daemon !== undefined && isAlive(daemon)) process.kill(daemon, "SIGKILL");
+    if (daemon.pid !== undefined && isAlive(daemon.pid)) process.kill(daemon.pid, "SIGKILL");
     child.kill("SIGKILL");
     await exited;
   });
   let out = "";
   child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
   // ANSI colours off: the lines are compared as text.
+  // eslint-disable-next-line no-control-regex -- ESC starts the colour codes removed here
   const text = () => out.replace(/\u001b\[[0-9;]*m/g, "").replace(/\r/g, "");
   let port: string | undefined;
   for (let i = 0; i < 600 && port === undefined; i++) {
@@ -34,10 +44,14 @@ t.test("on a terminal: one line per request; refusals at info with their message
     if (port === undefined) await sleep(100);
   }
   t.ok(port, "the daemon listens");
-  daemon = await runnerPidOf(child.pid!);
+  daemon.pid = await runnerPidOf(child.pid!);
   const url = `http://127.0.0.1:${port}`;
   for (const [p, id] of [["/readyz?model=demo", "probe-1"], ["/api/show", "show-1"]] as const) {
-    const res = await fetch(`${url}${p}`, { method: p === "/api/show" ? "POST" : "GET", body: p === "/api/show" ? JSON.stringify({ model: "missing" }) : undefined, headers: { "x-request-id": id } });
+    const res = await fetch(`${url}${p}`, {
+      method: p === "/api/show" ? "POST" : "GET",
+      body: p === "/api/show" ? JSON.stringify({ model: "missing" }) : undefined,
+      headers: { "x-request-id": id },
+    });
     t.ok(res.status === 503 || res.status === 404, `${p}: ${res.status}`);
     await res.arrayBuffer();
   }
@@ -51,6 +65,6 @@ t.test("on a terminal: one line per request; refusals at info with their message
   t.notMatch(text(), /ERROR|^\s+at /m, "no error, no stack");
   child.stdin.write("\u0003"); // Ctrl+C on the terminal
   await exited;
-  for (let i = 0; i < 100 && daemon !== undefined && isAlive(daemon); i++) await sleep(100);
-  t.notOk(daemon !== undefined && isAlive(daemon), "Ctrl+C stops it");
+  for (let i = 0; i < 100 && daemon.pid !== undefined && isAlive(daemon.pid); i++) await sleep(100);
+  t.notOk(daemon.pid !== undefined && isAlive(daemon.pid), "Ctrl+C stops it");
 });

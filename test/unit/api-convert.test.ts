@@ -22,8 +22,18 @@ t.test("anthropic: blocks → turns", async (t) => {
     thinking: { type: "disabled" },
     messages: [
       { role: "user", content: "Weather?" },
-      { role: "assistant", content: [{ type: "thinking", thinking: "hm" }, { type: "text", text: "Let me see." }, { type: "tool_use", id: "t1", name: "get_weather", input: { city: "Paris" } }] },
-      { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: [{ type: "text", text: "21C" }] }, { type: "text", text: "And tomorrow?" }] },
+      {
+        role: "assistant",
+        content: [
+          { type: "thinking", thinking: "hm" },
+          { type: "text", text: "Let me see." },
+          { type: "tool_use", id: "t1", name: "get_weather", input: { city: "Paris" } },
+        ],
+      },
+      {
+        role: "user",
+        content: [{ type: "tool_result", tool_use_id: "t1", content: [{ type: "text", text: "21C" }] }, { type: "text", text: "And tomorrow?" }],
+      },
     ],
   };
   const call = anthropicCall(body, "m");
@@ -38,7 +48,10 @@ t.test("anthropic: blocks → turns", async (t) => {
   t.same(anthropicOptions({ ...body, stop_sequences: ["x"], top_k: 3 }), { num_predict: 5, stop: ["x"], top_k: 3 });
   t.equal(anthropicCall({ ...body, thinking: { type: "enabled", budget_tokens: 100 } }, "m").think, undefined, "enabled keeps the model's default");
   t.same(anthropicCall({ ...body, tool_choice: { type: "tool", name: "get_weather" } }, "m").toolChoice, { name: "get_weather" });
-  t.throws(() => anthropicCall({ ...body, messages: [{ role: "user", content: [{ type: "document" }] }] }, "m"), { status: 400, message: "unsupported content block type 'document'" });
+  t.throws(() => anthropicCall({ ...body, messages: [{ role: "user", content: [{ type: "document" }] }] }, "m"), {
+    status: 400,
+    message: "unsupported content block type 'document'",
+  });
   t.throws(() => anthropicCall({ ...body, tools: [tool, tool] }, "m"), { status: 400, message: "duplicate tool name 'get_weather'" });
 });
 
@@ -64,22 +77,48 @@ t.test("responses: items → turns", async (t) => {
     { role: "system", content: "Be brief." },
     { role: "system", content: "Rules." },
     { role: "user", content: "Weather in Paris and Tokyo?" },
-    { role: "assistant", content: "", toolCalls: [{ id: "c1", name: "get_weather", arguments: { city: "Paris" } }, { id: "c2", name: "get_time", arguments: {} }] },
+    {
+      role: "assistant",
+      content: "",
+      toolCalls: [
+        { id: "c1", name: "get_weather", arguments: { city: "Paris" } },
+        { id: "c2", name: "get_time", arguments: {} },
+      ],
+    },
     { role: "tool", content: "noon", toolName: "get_time", toolCallId: "c2" },
     { role: "tool", content: "21C", toolName: "get_weather", toolCallId: "c1" },
   ], "consecutive calls are one assistant turn; outputs find their call by call_id; the ids kept for the template");
   t.same([call.toolChoice, call.grammar], [{ name: "get_time" }, { kind: "schema", schema: { type: "object" } }]);
   t.same(responsesCall({ model: "m", input: "hi" }, "m").turns, [{ role: "user", content: "hi" }]);
   t.throws(() => responsesCall({ ...body, previous_response_id: "resp_1" }, "m"), { status: 400, message: /previous_response_id is not supported/ });
-  t.throws(() => responsesCall({ ...body, input: [{ type: "item_reference" }] }, "m"), { status: 400, message: "unsupported input item type 'item_reference'" });
-  t.throws(() => responsesCall({ ...body, input: [{ role: "user", content: [{ type: "input_image" }] }] }, "m"), { status: 400, message: "model 'm' does not support images" });
+  t.throws(() => responsesCall({ ...body, input: [{ type: "item_reference" }] }, "m"), {
+    status: 400,
+    message: "unsupported input item type 'item_reference'",
+  });
+  t.throws(() => responsesCall({ ...body, input: [{ role: "user", content: [{ type: "input_image" }] }] }, "m"), {
+    status: 400,
+    message: "model 'm' does not support images",
+  });
 });
 
 t.test("/api/chat and /v1/chat/completions: a call's id and a result's tool_call_id reach the turns", async (t) => {
   const call = { id: "call_ab12cd34", function: { name: "get_weather", arguments: { city: "Paris" } } };
-  t.same(toTurn({ role: "assistant", content: "", tool_calls: [call] }, 1), { role: "assistant", content: "", toolCalls: [{ id: "call_ab12cd34", name: "get_weather", arguments: { city: "Paris" } }] });
-  t.same(toTurn({ role: "tool", content: "21C", tool_name: "get_weather", tool_call_id: "call_ab12cd34" }, 2), { role: "tool", content: "21C", toolName: "get_weather", toolCallId: "call_ab12cd34" });
-  t.same(toTurn({ role: "assistant", content: "", tool_calls: [{ function: call.function }] }, 1).toolCalls, [{ name: "get_weather", arguments: { city: "Paris" } }], "no id, none made up");
+  t.same(toTurn({ role: "assistant", content: "", tool_calls: [call] }, 1), {
+    role: "assistant",
+    content: "",
+    toolCalls: [{ id: "call_ab12cd34", name: "get_weather", arguments: { city: "Paris" } }],
+  });
+  t.same(toTurn({ role: "tool", content: "21C", tool_name: "get_weather", tool_call_id: "call_ab12cd34" }, 2), {
+    role: "tool",
+    content: "21C",
+    toolName: "get_weather",
+    toolCallId: "call_ab12cd34",
+  });
+  t.same(
+    toTurn({ role: "assistant", content: "", tool_calls: [{ function: call.function }] }, 1).toolCalls,
+    [{ name: "get_weather", arguments: { city: "Paris" } }],
+    "no id, none made up",
+  );
   const turns = toTurns(
     [
       { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },

@@ -86,7 +86,11 @@ t.test("a response's message item ends as the response does: completed, or incom
     const status = incomplete ? "incomplete" : "completed";
     t.equal(response.status, status);
     t.match(response.output, [{ type: "reasoning" }, { type: "message", status }], `the message item is ${status}`);
-    t.match(events.filter((e) => e.type === "response.output_item.done").map((e) => e.item), [{ type: "reasoning" }, { type: "message", status }], "and its output_item.done event");
+    t.match(
+      events.filter((e) => e.type === "response.output_item.done").map((e) => e.item),
+      [{ type: "reasoning" }, { type: "message", status }],
+      "and its output_item.done event",
+    );
     // Nothing written at all: the empty message stands for the answer, with the same status.
     const empty = new ResponseOutput({ model: "m" }).finish([], incomplete, {}) as { output: { type: string; status?: string }[] };
     t.match(empty.output, [{ type: "message", status }]);

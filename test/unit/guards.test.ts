@@ -34,7 +34,15 @@ function request(port: number, method: string, headers: Record<string, string | 
   const sent = Object.fromEntries(Object.entries(rest).filter((e): e is [string, string] => e[1] !== null));
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: "127.0.0.1", port, method, path: "/api/version", agent: false, setHost: false, headers: host === null ? sent : { host: host ?? `127.0.0.1:${port}`, ...sent } },
+      {
+        host: "127.0.0.1",
+        port,
+        method,
+        path: "/api/version",
+        agent: false,
+        setHost: false,
+        headers: host === null ? sent : { host: host ?? `127.0.0.1:${port}`, ...sent },
+      },
       (res) => {
         let body = "";
         res.on("data", (c: Buffer) => (body += c.toString()));
@@ -69,7 +77,7 @@ const hostCases: Array<[string | null, boolean]> = [
   ["[::]:11434", false],
   ["192.168.1.10:11434", false],
   [null, false],
-  // Issue 13 item 14: parsed as RFC 9110 host[:port], not matched by prefix or pattern.
+  // Parsed as RFC 9110 host[:port], not matched by prefix or pattern.
   ["127.0.0.1:80@evil.com", false],
   ["127.999.999.999", false],
   ["[::1", false],
@@ -158,7 +166,11 @@ t.test("CORS on simple requests: allowed origins are echoed, others are refused 
 t.test("CORS preflight: 204 for allowed origins, 403 for others", async (t) => {
   const port = await start(t, LOOPBACK);
   for (const [origin, allowed] of originCases) {
-    const res = await request(port, "OPTIONS", { origin, "access-control-request-method": "POST", "access-control-request-headers": "content-type, x-stainless-os" });
+    const res = await request(port, "OPTIONS", {
+      origin,
+      "access-control-request-method": "POST",
+      "access-control-request-headers": "content-type, x-stainless-os",
+    });
     if (!allowed) {
       await assertError(t, res, 403, `origin '${origin}' is not allowed`);
       continue;

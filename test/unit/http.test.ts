@@ -4,7 +4,15 @@ import net from "node:net";
 import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
-import { BrokenModelError, ModelNotFoundError, ModelRunError, NotFoundError, MethodNotAllowedError, NotReadyError, ServiceBusyError } from "../../src/errors.js";
+import {
+  BrokenModelError,
+  ModelNotFoundError,
+  ModelRunError,
+  NotFoundError,
+  MethodNotAllowedError,
+  NotReadyError,
+  ServiceBusyError,
+} from "../../src/errors.js";
 import { readJson, readJsonOrEmpty } from "../../src/http/body.js";
 import { createGuards } from "../../src/http/guards.js";
 import { NdjsonStream, SseStream, sendJson, sendText } from "../../src/http/respond.js";
@@ -231,7 +239,12 @@ t.test("request bodies", async (t) => {
   await assertError(t, await post("/echo", "  \n"), 400, "missing request body");
   await assertError(t, await post("/echo", "{nope"), 400, /^invalid JSON in request body: ./);
   await assertError(t, await post("/echo", '{"a": 1'), 400, /^invalid JSON in request body: ./);
-  await assertError(t, await post("/echo", Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d])), 400, "invalid JSON in request body: invalid UTF-8");
+  await assertError(
+    t,
+    await post("/echo", Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d])),
+    400,
+    "invalid JSON in request body: invalid UTF-8",
+  );
   for (const body of ["[1,2]", '"text"', "null", "42"]) {
     await assertError(t, await post("/echo", body), 400, "invalid JSON in request body: expected an object");
   }
@@ -317,7 +330,10 @@ t.test("validation messages, one per keyword", async (t) => {
     await assertError(t, res, 400, message);
     t.comment(name);
   }
-  const good = await fetch(`${url}/validate`, { method: "POST", body: JSON.stringify({ ...base, stop: ["a"], format: "json", options: { temperature: 2, top_k: 0 } }) });
+  const good = await fetch(`${url}/validate`, {
+    method: "POST",
+    body: JSON.stringify({ ...base, stop: ["a"], format: "json", options: { temperature: 2, top_k: 0 } }),
+  });
   t.equal(good.status, 200, "valid bodies pass, bounds inclusive");
 });
 
@@ -329,7 +345,11 @@ t.test("errors: unknown errors are a generic 500, details go to the log", async 
   const lines = logs.filter((l) => l.reqId === "req-500");
   t.equal(lines.length, 1, "one line for the request");
   const failed = lines[0];
-  t.match(failed, { msg: "request failed", level: 50, method: "GET", path: "/boom", status: 500, remote: "127.0.0.1" }, "at error level, as the request's line");
+  t.match(
+    failed,
+    { msg: "request failed", level: 50, method: "GET", path: "/boom", status: 500, remote: "127.0.0.1" },
+    "at error level, as the request's line",
+  );
   t.match((failed?.err as { stack?: string } | undefined)?.stack, /secret detail/);
   t.match(JSON.stringify(failed?.err), /root cause/, "the cause is logged");
   t.type(failed?.bytes, "number");
@@ -364,7 +384,11 @@ t.test("store errors get their status at the door: a missing model is a refusal,
   await assertError(t, await fetch(`${url}/no-model`, { headers: { "x-request-id": "gone" } }), 404, "model 'nope' not found, try pulling it first");
   await assertError(t, await fetch(`${url}/broken-model`, { headers: { "x-request-id": "broken" } }), 500, "failed to load model 'm': invalid messages layer");
   await sleep(20);
-  t.match(logs.filter((l) => l.reqId === "gone"), [{ msg: "request", level: 30, status: 404, error: "model 'nope' not found, try pulling it first" }], "one info line");
+  t.match(
+    logs.filter((l) => l.reqId === "gone"),
+    [{ msg: "request", level: 30, status: 404, error: "model 'nope' not found, try pulling it first" }],
+    "one info line",
+  );
   t.match(logs.filter((l) => l.reqId === "broken"), [{ msg: "request failed", level: 50, status: 500 }], "one line at error priority");
 });
 

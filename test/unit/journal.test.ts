@@ -28,7 +28,20 @@ function decode(buf: Buffer): Record<string, string> {
 }
 
 t.test("a request record: priority, a readable message, LMD_ fields", async (t) => {
-  const e = decode(journalEntry({ level: 30, time: "x", pid: 1, reqId: "abc", method: "POST", path: "/api/generate", status: 200, durationMs: 12.5, model: "demo", msg: "request" }));
+  const e = decode(
+    journalEntry({
+      level: 30,
+      time: "x",
+      pid: 1,
+      reqId: "abc",
+      method: "POST",
+      path: "/api/generate",
+      status: 200,
+      durationMs: 12.5,
+      model: "demo",
+      msg: "request",
+    }),
+  );
   t.same(e, {
     MESSAGE: "request: POST /api/generate 200 in 12.5 ms (model demo)",
     PRIORITY: "6",
@@ -43,8 +56,20 @@ t.test("a request record: priority, a readable message, LMD_ fields", async (t) 
 });
 
 t.test("a failure: priority 3, its message, stack and first frame", async (t) => {
-  const stack = "ModelLoadError: failed to load model 'x'\n    at Scheduler.load (file:///usr/lib/lmd/dist/src/scheduler/scheduler.js:120:15)\n    at next (node:internal/x:1:1)";
-  const e = decode(journalEntry({ level: 50, reqId: "r1", method: "POST", path: "/api/chat", status: 500, durationMs: 3, msg: "request failed", err: { type: "ModelLoadError", message: "failed to load model 'x'", stack } }));
+  const stack =
+    "ModelLoadError: failed to load model 'x'\n    at Scheduler.load (file:///usr/lib/lmd/dist/src/scheduler/scheduler.js:120:15)\n    at next (node:internal/x:1:1)";
+  const e = decode(
+    journalEntry({
+      level: 50,
+      reqId: "r1",
+      method: "POST",
+      path: "/api/chat",
+      status: 500,
+      durationMs: 3,
+      msg: "request failed",
+      err: { type: "ModelLoadError", message: "failed to load model 'x'", stack },
+    }),
+  );
   t.equal(e.PRIORITY, "3");
   t.equal(e.MESSAGE, "request failed: POST /api/chat 500 in 3 ms: failed to load model 'x'");
   t.equal(e.LMD_ERROR, "failed to load model 'x'");
@@ -55,7 +80,9 @@ t.test("a failure: priority 3, its message, stack and first frame", async (t) =>
 t.test("levels, objects, string errors, newlines in messages", async (t) => {
   const p = (level: number) => decode(journalEntry({ level, msg: "m" })).PRIORITY;
   t.same([p(60), p(50), p(40), p(30), p(20), p(10)], ["2", "3", "4", "6", "7", "7"]);
-  const e = decode(journalEntry({ level: 50, msg: "policy file not reloaded", err: "bad.yaml: /models must be object", models: ["a", "b"], threadpool: "persistent" }));
+  const e = decode(
+    journalEntry({ level: 50, msg: "policy file not reloaded", err: "bad.yaml: /models must be object", models: ["a", "b"], threadpool: "persistent" }),
+  );
   t.equal(e.MESSAGE, "policy file not reloaded (bad.yaml: /models must be object)");
   t.equal(e.LMD_ERR, "bad.yaml: /models must be object");
   t.equal(e.LMD_MODELS, '["a","b"]', "objects as JSON");

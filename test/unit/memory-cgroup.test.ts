@@ -30,7 +30,8 @@ function fixture(t: Test, selfCgroup: string, files: Record<string, string>): Me
   return { meminfo: path.join(dir, "meminfo"), selfCgroup: path.join(dir, "self-cgroup"), cgroupRoot: root };
 }
 
-const V1_SELF = "12:pids:/system.slice/lmd.service\n5:cpu,cpuacct:/system.slice/lmd.service\n4:memory:/system.slice/lmd.service\n1:name=systemd:/system.slice/lmd.service\n0::/system.slice/lmd.service\n";
+const V1_SELF =
+  "12:pids:/system.slice/lmd.service\n5:cpu,cpuacct:/system.slice/lmd.service\n4:memory:/system.slice/lmd.service\n1:name=systemd:/system.slice/lmd.service\n0::/system.slice/lmd.service\n";
 
 t.test("cgroup v1: memory.limit_in_bytes − memory.usage_in_bytes", async (t) => {
   const files = fixture(t, V1_SELF, {
@@ -96,7 +97,11 @@ t.test("cgroup v2 in a container: the listed path is not in its view, the mount'
 });
 
 t.test("no cgroup limits memory: the host's MemAvailable", async (t) => {
-  t.equal(await availableRam(fixture(t, "0::/user.slice\n", { "user.slice/memory.max": "max", "user.slice/memory.current": String(GiB) })), 8 * GiB, "v2, memory.max is max");
+  t.equal(
+    await availableRam(fixture(t, "0::/user.slice\n", { "user.slice/memory.max": "max", "user.slice/memory.current": String(GiB) })),
+    8 * GiB,
+    "v2, memory.max is max",
+  );
   t.equal(await availableRam(fixture(t, "", {})), 8 * GiB, "no cgroup at all");
   t.equal(await availableRam(fixture(t, V1_SELF, {})), 8 * GiB, "v1 listed but its controller not mounted");
 });

@@ -17,7 +17,10 @@ t.test("reasoning effort → think", async (t) => {
   t.equal(toThink(req({ reasoning: { effort: "ultra" } })), "max");
   t.equal(toThink(req({ reasoning_effort: "max" })), "max");
   t.equal(toThink(req({ reasoning_effort: "low", reasoning: { effort: "high" } })), "high", "reasoning.effort wins, as in Ollama");
-  t.throws(() => toThink(req({ reasoning_effort: "extreme" })), { status: 400, message: 'invalid reasoning value: "extreme" (must be "minimal", "low", "medium", "high", "xhigh", "ultra", "max", or "none")' });
+  t.throws(() => toThink(req({ reasoning_effort: "extreme" })), {
+    status: 400,
+    message: 'invalid reasoning value: "extreme" (must be "minimal", "low", "medium", "high", "xhigh", "ultra", "max", or "none")',
+  });
 });
 
 t.test("an assistant message's reasoning becomes the turn's thinking", async (t) => {

@@ -36,7 +36,8 @@ function fixture(intervalMs = 10) {
   };
   const chunk = (id: number, text: string): FromRunner => ({ type: "chunk", id, text });
   /** Each posted message as the texts it carries. */
-  const written = () => posted.map((m) => (m.type === "batch" ? m.messages.map((x) => (x.type === "chunk" ? x.text : x.type)) : [m.type === "chunk" ? m.text : m.type]));
+  const written = () =>
+    posted.map((m) => (m.type === "batch" ? m.messages.map((x) => (x.type === "chunk" ? x.text : x.type)) : [m.type === "chunk" ? m.text : m.type]));
   return { outbox, advance, chunk, written, setBusy: (b: boolean) => (busy = b) };
 }
 

@@ -59,7 +59,10 @@ t.test("credentials from config.json", async (t) => {
 
 t.test("TLS failures in words, naming the host", async (t) => {
   const e = (code: string, message = code) => Object.assign(new Error(message), { code });
-  t.match(describeTls(e("UNABLE_TO_VERIFY_LEAF_SIGNATURE", "unable to verify the first certificate"), "r:5000"), /^the TLS certificate of registry r:5000 is not trusted \(unable to verify the first certificate\); .*SERVICE_REGISTRY_CA/);
+  t.match(
+    describeTls(e("UNABLE_TO_VERIFY_LEAF_SIGNATURE", "unable to verify the first certificate"), "r:5000"),
+    /^the TLS certificate of registry r:5000 is not trusted \(unable to verify the first certificate\); .*SERVICE_REGISTRY_CA/,
+  );
   t.match(describeTls(e("SELF_SIGNED_CERT_IN_CHAIN"), "r"), /registry r is not trusted/);
   t.match(describeTls(e("CERT_HAS_EXPIRED"), "r"), "has expired");
   t.match(describeTls(e("ERR_TLS_CERT_ALTNAME_INVALID", "Hostname/IP does not match"), "r"), "is not valid for that name");

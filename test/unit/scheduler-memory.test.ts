@@ -55,7 +55,10 @@ t.test("a model that cannot fit even with every idle model gone is refused and n
   const free = await availableRam();
   const { scheduler, stopped, use } = setup({ a: 1, huge: free * 4 }, { a: free / 2 });
   await use("a");
-  await t.rejects(use("huge"), { status: 500, message: /^failed to load model 'huge:latest': not enough memory to load the model \(needs [\d.]+ GiB, [\d.]+ GiB available\)$/ });
+  await t.rejects(use("huge"), {
+    status: 500,
+    message: /^failed to load model 'huge:latest': not enough memory to load the model \(needs [\d.]+ GiB, [\d.]+ GiB available\)$/,
+  });
   t.same(stopped(), [], "a was kept");
   t.same(scheduler.list().map((m) => m.model.key), ["a"]);
   t.equal(scheduler.queueDepth, 0);

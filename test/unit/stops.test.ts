@@ -13,7 +13,9 @@ function reference(text: string, stops: readonly string[]): { index: number; sto
     const index = text.indexOf(stop);
     if (index >= 0) return { index, stop };
   }
-  return { partial: stops.some((stop) => Array.from({ length: Math.min(stop.length - 1, text.length) }, (_, n) => text.endsWith(stop.slice(0, n + 1))).some(Boolean)) };
+  return {
+    partial: stops.some((stop) => Array.from({ length: Math.min(stop.length - 1, text.length) }, (_, n) => text.endsWith(stop.slice(0, n + 1))).some(Boolean)),
+  };
 }
 
 /** A small deterministic generator (xorshift), so that a failure names its case. */

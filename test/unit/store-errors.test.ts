@@ -43,7 +43,14 @@ t.test("a name the store cannot take, and a model it does not have", async (t) =
   const store = await emptyStore(t);
   t.same(await answer(t, store.resolve("../etc/passwd"), "invalid"), { status: 400, body: { error: "invalid model name '../etc/passwd'" } });
   t.same(await answer(t, store.resolve("nope"), "not-found"), { status: 404, body: { error: "model 'nope' not found, try pulling it first" } });
-  t.same(await answer(t, Promise.resolve().then(() => store.blobPath("sha256:xyz")), "invalid"), { status: 400, body: { error: "invalid digest 'sha256:xyz'" } });
+  t.same(
+    await answer(
+      t,
+      Promise.resolve().then(() => store.blobPath("sha256:xyz")),
+      "invalid",
+    ),
+    { status: 400, body: { error: "invalid digest 'sha256:xyz'" } },
+  );
 });
 
 t.test("a blob whose content is not the digest it was sent as", async (t) => {

@@ -38,7 +38,10 @@ t.test("comparisons: eq with several operands, ordered kinds, incompatible types
 t.test("len, index, slice", async (t) => {
   t.equal(run('{{ len "héllo" }} {{ len .L }} {{ len .M }}', { L: [1, 2, 3], M: { a: 1 } }), "6 3 1", "len of a string counts bytes");
   t.match(execError("{{ len 3 }}"), /error calling len: len of type int/);
-  t.equal(run('{{ index .L 1 }} {{ index .N 1 0 }} {{ index .M "a" }} {{ index .M "zz" }} {{ index "abc" 1 }}', { L: ["x", "y"], N: [[1], ["z"]], M: { a: "A" } }), "y z A <no value> 98");
+  t.equal(
+    run('{{ index .L 1 }} {{ index .N 1 0 }} {{ index .M "a" }} {{ index .M "zz" }} {{ index "abc" 1 }}', { L: ["x", "y"], N: [[1], ["z"]], M: { a: "A" } }),
+    "y z A <no value> 98",
+  );
   t.match(execError("{{ index .L 2 }}", { L: ["x", "y"] }), /index out of range: 2/);
   t.match(execError("{{ index .L \"a\" }}", { L: [] }), /cannot index slice\/array with type string/);
   t.match(execError("{{ index .M 1 }}", { M: {} }), /value has type int; should be string/);
@@ -52,9 +55,16 @@ t.test("print, println, printf and fmt's verbs", async (t) => {
   t.equal(run('{{ print 1 2 "a" 3 "b" "c" }}'), "1 2a3bc", "Sprint: spaces only between non-strings");
   t.equal(run('{{ println 1 "a" }}'), "1 a\n");
   t.equal(run('{{ printf "%s|%v|%d|%q|%t" "s" .L 42 "q\\n" true }}', { L: [1, "x"] }), 's|[1 x]|42|"q\\n"|true');
-  t.equal(run('{{ printf "[%5d][%-5d][%05d][%+d][%x][%X][%o][%b][%c][%U]" 42 42 42 42 255 255 8 5 65 65 }}'), "[   42][42   ][00042][+42][ff][FF][10][101][A][U+0041]");
+  t.equal(
+    run('{{ printf "[%5d][%-5d][%05d][%+d][%x][%X][%o][%b][%c][%U]" 42 42 42 42 255 255 8 5 65 65 }}'),
+    "[   42][42   ][00042][+42][ff][FF][10][101][A][U+0041]",
+  );
   t.equal(run('{{ printf "[%6.2f][%.3e][%g][%g][%v][%.1f]" 3.14159 1234.56 0.00001 100000.0 2.5 2.0 }}'), "[  3.14][1.235e+03][1e-05][100000][2.5][2.0]");
-  t.equal(run('{{ printf "%.0f %.0f %.0f %.1f %.3e %.2g" 2.5 3.5 -2.5 0.25 1234.5 2.25 }}'), "2 4 -2 0.2 1.234e+03 2.2", "exact ties round to even, as strconv does");
+  t.equal(
+    run('{{ printf "%.0f %.0f %.0f %.1f %.3e %.2g" 2.5 3.5 -2.5 0.25 1234.5 2.25 }}'),
+    "2 4 -2 0.2 1.234e+03 2.2",
+    "exact ties round to even, as strconv does",
+  );
   t.equal(run('{{ printf "[%8s][%-8s][%.2s][%x]" "ab" "ab" "abc" "hi" }}'), "[      ab][ab      ][ab][6869]");
   t.equal(run('{{ printf "%d %s" "x" 1 }}'), "%!d(string=x) %!s(int=1)");
   t.equal(run('{{ printf "%d %d" 1 }}'), "1 %!d(MISSING)");
@@ -73,7 +83,10 @@ t.test("html, js, urlquery", async (t) => {
 });
 
 t.test("Ollama's json: Go's json.Marshal (sorted keys, HTML-safe, compact)", async (t) => {
-  t.equal(run("{{ json .V }}", { V: { b: [1, 2.5, null, true], a: "<&>", c: { z: 1e21, y: 1e-7, x: 100 } } }), '{"a":"\\u003c\\u0026\\u003e","b":[1,2.5,null,true],"c":{"x":100,"y":1e-7,"z":1e+21}}');
+  t.equal(
+    run("{{ json .V }}", { V: { b: [1, 2.5, null, true], a: "<&>", c: { z: 1e21, y: 1e-7, x: 100 } } }),
+    '{"a":"\\u003c\\u0026\\u003e","b":[1,2.5,null,true],"c":{"x":100,"y":1e-7,"z":1e+21}}',
+  );
   t.equal(run('{{ json "line\\n\\u2028" }}'), '"line\\n\\u2028"');
   t.equal(run("{{ json .Missing }} {{ json 3 }} {{ json 1.5 }}"), "null 3 1.5");
 });

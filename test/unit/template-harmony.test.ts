@@ -42,18 +42,38 @@ t.test("a body is handed out at once, but for a tail that may begin <|end|>", as
 });
 
 t.test("channels: commentary without a recipient is content, an unknown channel keeps the last one, none is content", async (t) => {
-  t.same(parse("<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>final<|message|>Done"), { thinking: "", content: "Checking.Done", calls: [] });
-  t.same(parse("<|channel|>analysis<|message|>a<|end|><|start|>assistant<|message|>b"), { thinking: "a", content: "b", calls: [] }, "the state is reset at <|end|>");
+  t.same(parse("<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>final<|message|>Done"), {
+    thinking: "",
+    content: "Checking.Done",
+    calls: [],
+  });
+  t.same(
+    parse("<|channel|>analysis<|message|>a<|end|><|start|>assistant<|message|>b"),
+    { thinking: "a", content: "b", calls: [] },
+    "the state is reset at <|end|>",
+  );
   t.same(parse("<|channel|>weird<|message|>x"), { thinking: "", content: "x", calls: [] });
   t.same(parse("plain text the model wrote without a header"), { thinking: "", content: "", calls: [] }, "never a <|message|>: nothing (as Ollama)");
-  t.same(parse("noise<|start|>assistant<|channel|>final<|message|>ok"), { thinking: "", content: "ok", calls: [] }, "a header's own text before <|message|> is never content");
+  t.same(
+    parse("noise<|start|>assistant<|channel|>final<|message|>ok"),
+    { thinking: "", content: "ok", calls: [] },
+    "a header's own text before <|message|> is never content",
+  );
 });
 
 t.test("a tool call: the recipient's name mapped back, the arguments read at the end", async (t) => {
   const got = parse(`<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant${CALL}`, 4, undefined, ["get-weather.now"]);
   t.same(got, { thinking: "Need weather.", content: "", calls: [{ name: "get-weather.now", arguments: { city: "Paris", days: 2 } }] });
-  t.same(parse('<|channel|>analysis to=python<|message|>{"code":"1+1"}').calls, [{ name: "python", arguments: { code: "1+1" } }], "analysis with a recipient is a call too");
-  t.same(parse("<|channel|>commentary to=functions.unknown <|constrain|>json<|message|>null").calls, [{ name: "unknown", arguments: {} }], "a name no tool had stays; null arguments are none");
+  t.same(
+    parse('<|channel|>analysis to=python<|message|>{"code":"1+1"}').calls,
+    [{ name: "python", arguments: { code: "1+1" } }],
+    "analysis with a recipient is a call too",
+  );
+  t.same(
+    parse("<|channel|>commentary to=functions.unknown <|constrain|>json<|message|>null").calls,
+    [{ name: "unknown", arguments: {} }],
+    "a name no tool had stays; null arguments are none",
+  );
   const bad = (text: string) => {
     const err = (() => {
       try {
@@ -62,7 +82,10 @@ t.test("a tool call: the recipient's name mapped back, the arguments read at the
         return e;
       }
     })();
-    t.ok(err instanceof HttpError && err.status === 500 && err.message.startsWith(`error parsing tool call: raw='${text.split("<|message|>")[1]}', err=`), String(err));
+    t.ok(
+      err instanceof HttpError && err.status === 500 && err.message.startsWith(`error parsing tool call: raw='${text.split("<|message|>")[1]}', err=`),
+      String(err),
+    );
   };
   bad('<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"city":');
   bad("<|channel|>commentary to=functions.f <|constrain|>json<|message|>[1]");
@@ -71,7 +94,11 @@ t.test("a tool call: the recipient's name mapped back, the arguments read at the
 
 t.test("headers: role, channel and recipient in any order, <|constrain|> without its space", async (t) => {
   t.same(parseHeader("assistant<|channel|>analysis"), { role: "assistant", channel: "analysis", recipient: "" });
-  t.same(parseHeader("assistant<|channel|>commentary to=functions.f <|constrain|>json"), { role: "assistant", channel: "commentary", recipient: "functions.f" });
+  t.same(parseHeader("assistant<|channel|>commentary to=functions.f <|constrain|>json"), {
+    role: "assistant",
+    channel: "commentary",
+    recipient: "functions.f",
+  });
   t.same(parseHeader("assistant to=functions.f<|channel|>commentary<|constrain|>json"), { role: "assistant", channel: "commentary", recipient: "functions.f" });
   t.same(parseHeader("to=functions.f<|channel|>commentary"), { role: "tool", channel: "commentary", recipient: "functions.f" });
   t.same(parseHeader(""), { role: "", channel: "", recipient: "" });
@@ -79,8 +106,16 @@ t.test("headers: role, channel and recipient in any order, <|constrain|> without
 
 t.test("the prefill: a last assistant turn's open answer or thought is where the output goes on", async (t) => {
   t.same(parse(" it is sunny.", 0, { role: "assistant", content: "In Paris" }), { thinking: "", content: " it is sunny.", calls: [] });
-  t.same(parse(" more thought<|end|><|start|>assistant<|channel|>final<|message|>Sunny.", 3, { role: "assistant", thinking: "Let me see" }), { thinking: " more thought", content: "Sunny.", calls: [] });
-  t.same(parse("<|channel|>final<|message|>x", 0, { role: "user", content: "hi" }), { thinking: "", content: "x", calls: [] }, "a user turn last: a new message");
+  t.same(parse(" more thought<|end|><|start|>assistant<|channel|>final<|message|>Sunny.", 3, { role: "assistant", thinking: "Let me see" }), {
+    thinking: " more thought",
+    content: "Sunny.",
+    calls: [],
+  });
+  t.same(
+    parse("<|channel|>final<|message|>x", 0, { role: "user", content: "hi" }),
+    { thinking: "", content: "x", calls: [] },
+    "a user turn last: a new message",
+  );
 });
 
 t.test("a constrained answer opens the final channel; what the prompt needs appended", async (t) => {
@@ -88,7 +123,11 @@ t.test("a constrained answer opens the final channel; what the prompt needs appe
   t.equal(fresh.openFinal(), "<|channel|>final<|message|>");
   t.same(fresh.add('{"a":1}'), { thinking: "", content: '{"a":1}', calls: [] });
   t.equal(new HarmonyOutput({ role: "assistant", content: "{" }).openFinal(), "", "the answer is already open");
-  t.equal(new HarmonyOutput({ role: "assistant", thinking: "hm" }).openFinal(), "<|end|><|start|>assistant<|channel|>final<|message|>", "the open thought is closed first");
+  t.equal(
+    new HarmonyOutput({ role: "assistant", thinking: "hm" }).openFinal(),
+    "<|end|><|start|>assistant<|channel|>final<|message|>",
+    "the open thought is closed first",
+  );
 });
 
 t.test("tool names as harmony writes them, and back", async (t) => {
@@ -118,7 +157,15 @@ t.test("which models are harmony's, and what they can do", async (t) => {
 
   const manifest = { schemaVersion: 2, mediaType: "", config: { mediaType: "", digest: "", size: 0 }, layers: [] };
   t.same(capabilities(undefined, HARMONY_TEMPLATE, manifest, { family: "gptoss", parser: "" }), ["completion", "tools", "thinking"]);
-  t.same(capabilities(undefined, HARMONY_TEMPLATE, manifest, { family: "llama", parser: "" }), ["completion", "tools"], "the template alone shows no thought tags");
-  t.same(capabilities(undefined, "{{ .Prompt }}", manifest, { family: "gpt-oss", parser: "" }), ["completion", "thinking"], "the family thinks whatever its template");
+  t.same(
+    capabilities(undefined, HARMONY_TEMPLATE, manifest, { family: "llama", parser: "" }),
+    ["completion", "tools"],
+    "the template alone shows no thought tags",
+  );
+  t.same(
+    capabilities(undefined, "{{ .Prompt }}", manifest, { family: "gpt-oss", parser: "" }),
+    ["completion", "thinking"],
+    "the family thinks whatever its template",
+  );
   t.same(capabilities(undefined, "{{ .Prompt }}", manifest, { family: "", parser: "harmony" }), ["completion", "tools", "thinking"]);
 });

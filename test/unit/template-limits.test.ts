@@ -1,5 +1,5 @@
 /**
- * Hostile templates (issue 13 item 1): parsing is linear and bounded in size and nesting, and
+ * Hostile templates: parsing is linear and bounded in size and nesting, and
  * execution is bounded in steps, output, call depth and time — each ends in a clean 400, never a
  * frozen event loop or a crashed stack. (No wall-time assertions here: the HTTP test checks that
  * the daemon stays responsive.)
@@ -26,7 +26,7 @@ const execError = (src: string, data: unknown = {}, limits = {}): string => {
   return "no error";
 };
 
-t.test("the ReDoS of issue 13: '{{' followed by 100000 spaces and no '}}' errors at once", async (t) => {
+t.test("no ReDoS: '{{' followed by 100000 spaces and no '}}' errors at once", async (t) => {
   t.equal(parseError("{{" + " ".repeat(100_000)), "template: t:1: unclosed action");
   t.equal(parseError("{{-" + " ".repeat(100_000)), "template: t:1: unclosed action");
   t.equal(parseError("x {{" + " \n\t".repeat(100_000)), "template: t:100001: unclosed action started at t:1");
@@ -56,19 +56,36 @@ const BUDGET = /template execution exceeded (5000000 steps|1000 ms)/;
 
 t.test("execution is bounded: steps, output, template depth, time", async (t) => {
   t.match(execError("{{ range 1000000000 }}{{ end }}"), BUDGET, "a billion iterations");
-  t.match(execError("{{ range $.L }}{{ range $.L }}{{ range $.L }}{{ range $.L }}x{{ end }}{{ end }}{{ end }}{{ end }}", { L: Array(1000).fill(1) }), BUDGET, "nested ranges over a small list");
-  t.match(execError('{{ define "a" }}{{ template "b" . }}{{ template "b" . }}{{ template "b" . }}{{ end }}{{ define "b" }}{{ range 1000 }}{{ range 1000 }}{{ end }}{{ end }}{{ end }}{{ template "a" . }}'), BUDGET);
+  t.match(
+    execError("{{ range $.L }}{{ range $.L }}{{ range $.L }}{{ range $.L }}x{{ end }}{{ end }}{{ end }}{{ end }}", { L: Array(1000).fill(1) }),
+    BUDGET,
+    "nested ranges over a small list",
+  );
+  t.match(
+    execError(
+      '{{ define "a" }}{{ template "b" . }}{{ template "b" . }}{{ template "b" . }}{{ end }}{{ define "b" }}{{ range 1000 }}{{ range 1000 }}{{ end }}{{ end }}{{ end }}{{ template "a" . }}',
+    ),
+    BUDGET,
+  );
   t.match(execError('{{ define "r" }}{{ template "r" . }}{{ end }}{{ template "r" . }}'), /exceeded maximum template depth \(1000\)/);
   t.match(execError("{{ range 100000 }}{{ $.S }}{{ end }}", { S: "x".repeat(100_000) }), /template output exceeded 33554432 characters/);
   t.match(execError("{{ range 100 }}{{ . }}{{ end }}", {}, { maxSteps: 50 }), /exceeded 50 steps/);
   t.match(execError("{{ range 5000 }}{{ . }}{{ end }}", {}, { timeoutMs: -1 }), /template execution exceeded -1 ms/, "the deadline is checked as it runs");
   t.equal(execError("{{ range 100 }}{{ . }}{{ end }}", {}, { maxSteps: 1000 }), "no error");
-  t.match(execError("{{ range 1000000 }}{{ $x := json $.Big }}{{ end }}", { Big: Array.from({ length: 20_000 }, (_, i) => ({ k: "v".repeat(40), i })) }), /template execution exceeded 1000 ms/, "expensive steps meet the deadline");
+  t.match(
+    execError("{{ range 1000000 }}{{ $x := json $.Big }}{{ end }}", { Big: Array.from({ length: 20_000 }, (_, i) => ({ k: "v".repeat(40), i })) }),
+    /template execution exceeded 1000 ms/,
+    "expensive steps meet the deadline",
+  );
 });
 
 t.test("random token soup: every template parses or is a 400, every execution returns or is a 400", async (t) => {
   const fc = (await import("fast-check")).default;
-  const tokens = ["{{", "}}", "{{-", "-}}", " ", "\n", ".", ".A", ".B", "$", "$x", ":=", "=", "|", "(", ")", "if", "else", "end", "range", "with", "define", "template", "block", "break", "continue", '"T"', "`r`", "'c'", "1", "-2", "1.5", "0x1f", "nil", "true", "len", "index", "slice", "printf", '"%d %s %v"', "eq", "lt", "and", "or", "not", "json", "print", "html", "/*", "*/", ",", "$i", "$v", "x", "{", "}", "-", "call"];
+  const tokens = [
+    "{{", "}}", "{{-", "-}}", " ", "\n", ".", ".A", ".B", "$", "$x", ":=", "=", "|", "(", ")", "if", "else", "end", "range", "with", "define", "template",
+    "block", "break", "continue", '"T"', "`r`", "'c'", "1", "-2", "1.5", "0x1f", "nil", "true", "len", "index", "slice", "printf", '"%d %s %v"', "eq", "lt",
+    "and", "or", "not", "json", "print", "html", "/*", "*/", ",", "$i", "$v", "x", "{", "}", "-", "call",
+  ];
   let executed = 0;
   fc.assert(
     fc.property(fc.array(fc.constantFrom(...tokens), { maxLength: 40 }), (parts) => {
@@ -101,22 +118,45 @@ t.test("random token soup: every template parses or is a 400, every execution re
 const DOUBLE = "{{$a = print $a $a}}";
 
 t.test("every value a function returns is held to a length, checked as it grows", async (t) => {
-  t.match(execError(`{{$a := printf "%600s" "x"}}${DOUBLE}`, {}, { maxValue: 1000 }), /^template: t:1:\d+: executing "t" at <print>: template value exceeded 1000 characters$/);
+  t.match(
+    execError(`{{$a := printf "%600s" "x"}}${DOUBLE}`, {}, { maxValue: 1000 }),
+    /^template: t:1:\d+: executing "t" at <print>: template value exceeded 1000 characters$/,
+  );
   t.equal(execError(`{{$a := printf "%500s" "x"}}${DOUBLE}{{len $a}}`, {}, { maxValue: 1000 }), "no error", "a value at the limit is fine");
-  for (const [fn, src] of [["printf", '{{printf "%s%s" $.S $.S}}'], ["html", "{{html $.S}}"], ["js", "{{js $.S}}"], ["urlquery", "{{urlquery $.S}}"], ["json", "{{json $.S}}"], ["printf %q", '{{printf "%q" $.S}}'], ["printf %x", '{{printf "%x" $.S}}'], ["println", "{{println $.S $.S}}"]] as const) {
+  for (const [fn, src] of [
+    ["printf", '{{printf "%s%s" $.S $.S}}'],
+    ["html", "{{html $.S}}"],
+    ["js", "{{js $.S}}"],
+    ["urlquery", "{{urlquery $.S}}"],
+    ["json", "{{json $.S}}"],
+    ["printf %q", '{{printf "%q" $.S}}'],
+    ["printf %x", '{{printf "%x" $.S}}'],
+    ["println", "{{println $.S $.S}}"],
+  ] as const) {
     // 600 characters, each escape of which is longer than 1000.
-    t.match(execError(src, { S: "<\u0001 \u2028".repeat(150) }, { maxValue: 1000 }), /template value exceeded 1000 characters/, `${fn} of a value that grows past the limit`);
+    t.match(
+      execError(src, { S: "<\u0001 \u2028".repeat(150) }, { maxValue: 1000 }),
+      /template value exceeded 1000 characters/,
+      `${fn} of a value that grows past the limit`,
+    );
   }
-  t.match(execError('{{printf "%s%s%s%s" $.S $.S $.S $.S}}', { S: "<".repeat(100_000) }, { maxValue: 150_000 }), /template value exceeded 150000 characters/, "printf stops at the limit, not at the end");
+  t.match(
+    execError('{{printf "%s%s%s%s" $.S $.S $.S $.S}}', { S: "<".repeat(100_000) }, { maxValue: 150_000 }),
+    /template value exceeded 150000 characters/,
+    "printf stops at the limit, not at the end",
+  );
 });
 
 t.test("the values returned in all are held to a total", async (t) => {
-  t.match(execError("{{range 20}}{{$x := print $.S}}{{end}}", { S: "x".repeat(100) }, { maxBuilt: 1000 }), /template functions returned more than 1000 characters in all/);
+  t.match(
+    execError("{{range 20}}{{$x := print $.S}}{{end}}", { S: "x".repeat(100) }, { maxBuilt: 1000 }),
+    /template functions returned more than 1000 characters in all/,
+  );
   t.equal(execError("{{range 9}}{{$x := print $.S}}{{end}}", { S: "x".repeat(100) }, { maxBuilt: 1000 }), "no error");
 });
 
 t.test("the crash template of a few hundred bytes is refused at once, building nothing", async (t) => {
-  // Eight doublings of a million characters: 256 Mi characters, which padding used to spread into an array.
+  // Eight doublings of a million characters: 256 Mi characters, which padding must not spread into an array.
   const src = `{{$a := printf "%1000000s" "x"}}${DOUBLE.repeat(8)}{{printf "%s" $a}}`;
   const t0 = performance.now();
   t.match(execError(src), /at <print>: template value exceeded 33554432 characters/);
@@ -127,14 +167,23 @@ t.test("widths and precisions count characters without building arrays", async (
   // Each printf walked (and spread) all eight million characters to pad or cut five: seconds per call.
   const S = "é".repeat(8 * 1024 * 1024);
   t.equal(execError('{{range 30}}{{printf "%5.2s|" $.S}}{{end}}', { S }, { timeoutMs: 1000 }), "no error");
-  const out = parseTemplate('{{printf "%-4.2s|%4s|%.1s|%3s" .A .B .C .D}}', "t", { appendResponse: false }).execute({ A: "😀😀😀", B: "😀", C: "\ud83dx", D: "😀😀😀😀" });
+  const out = parseTemplate('{{printf "%-4.2s|%4s|%.1s|%3s" .A .B .C .D}}', "t", { appendResponse: false }).execute({
+    A: "😀😀😀",
+    B: "😀",
+    C: "\ud83dx",
+    D: "😀😀😀😀",
+  });
   t.equal(out, "😀😀  |   😀|\ud83d|😀😀😀😀", "code points, as Go counts runes");
 });
 
 t.test("long operations read the clock as they go", async (t) => {
   // One step: html over twenty million characters. Without a look at the clock inside, it ran to the end.
   t.match(execError("{{$x := html $.S}}", { S: "<".repeat(20_000_000) }, { timeoutMs: 10 }), /template execution exceeded 10 ms/);
-  t.match(execError("{{$x := printf $.F}}", { F: "%c".repeat(4_000_000) }, { timeoutMs: 10 }), /template execution exceeded 10 ms/, "four million directives in one printf");
+  t.match(
+    execError("{{$x := printf $.F}}", { F: "%c".repeat(4_000_000) }, { timeoutMs: 10 }),
+    /template execution exceeded 10 ms/,
+    "four million directives in one printf",
+  );
 });
 
 t.test("escapes done a chunk at a time equal escapes done whole", async (t) => {

@@ -71,10 +71,15 @@ t.test("TestExecuteWithMessages: legacy and .Messages templates agree", async (t
   const mistral = {
     "no response": "[INST] {{ if .System }}{{ .System }}\n\n{{ end }}{{ .Prompt }}[/INST] ",
     response: "[INST] {{ if .System }}{{ .System }}\n\n{{ end }}{{ .Prompt }}[/INST] {{ .Response }}",
-    messages: '[INST] {{ if .System }}{{ .System }}\n\n{{ end }}\n{{- range .Messages }}\n{{- if eq .Role "user" }}{{ .Content }}[/INST] {{ else if eq .Role "assistant" }}{{ .Content }}[INST] {{ end }}\n{{- end }}',
+    messages:
+      '[INST] {{ if .System }}{{ .System }}\n\n{{ end }}\n{{- range .Messages }}\n{{- if eq .Role "user" }}{{ .Content }}[/INST] {{ else if eq .Role "assistant" }}{{ .Content }}[INST] {{ end }}\n{{- end }}',
   };
   for (const [name, src] of Object.entries(mistral)) {
-    t.equal(renderOllama(parseTemplate(src), { messages: MISTRAL_MESSAGES }), "[INST] Hello friend![/INST] Hello human![INST] What is your name?[/INST] ", `mistral ${name}`);
+    t.equal(
+      renderOllama(parseTemplate(src), { messages: MISTRAL_MESSAGES }),
+      "[INST] Hello friend![/INST] Hello human![INST] What is your name?[/INST] ",
+      `mistral ${name}`,
+    );
     t.equal(
       renderOllama(parseTemplate(src), { messages: [{ role: "system", content: "You are a helpful assistant!" }, ...MISTRAL_MESSAGES] }),
       "[INST] You are a helpful assistant!\n\nHello friend![/INST] Hello human![INST] What is your name?[/INST] ",
@@ -82,8 +87,16 @@ t.test("TestExecuteWithMessages: legacy and .Messages templates agree", async (t
     );
   }
   const assistant = [...MISTRAL_MESSAGES, { role: "assistant", content: "My name is Ollama and I" }];
-  for (const src of ["[INST] {{ .Prompt }}[/INST] ", "[INST] {{ .Prompt }}[/INST] {{ .Response }}", '\n{{- range $i, $m := .Messages }}\n{{- if eq .Role "user" }}[INST] {{ .Content }}[/INST] {{ else if eq .Role "assistant" }}{{ .Content }}{{ end }}\n{{- end }}']) {
-    t.equal(renderOllama(parseTemplate(src), { messages: assistant }), "[INST] Hello friend![/INST] Hello human![INST] What is your name?[/INST] My name is Ollama and I", `assistant prefill: ${JSON.stringify(src.slice(0, 30))}`);
+  for (const src of [
+    "[INST] {{ .Prompt }}[/INST] ",
+    "[INST] {{ .Prompt }}[/INST] {{ .Response }}",
+    '\n{{- range $i, $m := .Messages }}\n{{- if eq .Role "user" }}[INST] {{ .Content }}[/INST] {{ else if eq .Role "assistant" }}{{ .Content }}{{ end }}\n{{- end }}',
+  ]) {
+    t.equal(
+      renderOllama(parseTemplate(src), { messages: assistant }),
+      "[INST] Hello friend![/INST] Hello human![INST] What is your name?[/INST] My name is Ollama and I",
+      `assistant prefill: ${JSON.stringify(src.slice(0, 30))}`,
+    );
   }
   const chatml = [
     "{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}{{ if .Prompt }}<|im_start|>user\n{{ .Prompt }}<|im_end|>\n{{ end }}<|im_start|>assistant\n{{ .Response }}<|im_end|>\n",
@@ -113,7 +126,14 @@ t.test("TestCollate: same-role messages merge, tool messages do not, systems are
     { role: "tool", content: "72F", tool_name: "get_temperature" },
   ]);
   t.equal(system, "You are helpful\n\nBe brief");
-  t.same(collate([{ role: "User", content: "a" }, { role: "USER", content: "b" }]).messages, [{ role: "user", content: "a\n\nb" }], "roles are lower-cased, as Ollama decodes them");
+  t.same(
+    collate([
+      { role: "User", content: "a" },
+      { role: "USER", content: "b" },
+    ]).messages,
+    [{ role: "user", content: "a\n\nb" }],
+    "roles are lower-cased, as Ollama decodes them",
+  );
   t.same(messages?.map((m) => [m.role, m.content, m.tool_name]), [
     ["system", "You are helpful\n\nBe brief", undefined],
     ["user", "Hello\n\nHow are you?", undefined],
@@ -123,12 +143,38 @@ t.test("TestCollate: same-role messages merge, tool messages do not, systems are
 });
 
 t.test("tool calls and tools print as Go's JSON (String methods), sorted keys and HTML-escaped", async (t) => {
-  const out = renderOllama(parseTemplate("{{- range .Messages }}{{- range .ToolCalls }}{{ .Function.Name }}{{ .Function.Arguments }}|{{ json .Function.Arguments }}|{{ .Function.Index }}{{- end }}{{- end }}"), {
-    messages: [{ role: "assistant", content: "", tool_calls: [{ function: { index: 2, name: "get_weather", arguments: { unit: "celsius", location: "Tokyo <&>" } } }] }],
-  });
+  const out = renderOllama(
+    parseTemplate(
+      "{{- range .Messages }}{{- range .ToolCalls }}{{ .Function.Name }}{{ .Function.Arguments }}|{{ json .Function.Arguments }}|{{ .Function.Index }}{{- end }}{{- end }}",
+    ),
+    {
+      messages: [
+        {
+          role: "assistant",
+          content: "",
+          tool_calls: [{ function: { index: 2, name: "get_weather", arguments: { unit: "celsius", location: "Tokyo <&>" } } }],
+        },
+      ],
+    },
+  );
   t.equal(out, 'get_weather{"location":"Tokyo \\u003c\\u0026\\u003e","unit":"celsius"}|{"location":"Tokyo \\u003c\\u0026\\u003e","unit":"celsius"}|2');
-  const tools = [{ type: "function", function: { name: "get_weather", description: "Get weather", parameters: { type: "object", required: ["location"], properties: { location: { type: "string", description: "City name" }, days: { type: ["integer", "null"], enum: [1, 2] } } } } }];
-  const tmpl = parseTemplate("{{- range .Messages }}{{- end }}{{ .Tools }}\n{{- range .Tools }}\n{{ .Function.Parameters.Properties }}\n{{- range $k, $v := .Function.Parameters.Properties }}\n{{ $k }}: {{ $v.Type }} {{ toTypeScriptType $v }} {{ $v.ToTypeScriptType }} {{ $v.Description }}{{ end }}{{ end }}");
+  const tools = [
+    {
+      type: "function",
+      function: {
+        name: "get_weather",
+        description: "Get weather",
+        parameters: {
+          type: "object",
+          required: ["location"],
+          properties: { location: { type: "string", description: "City name" }, days: { type: ["integer", "null"], enum: [1, 2] } },
+        },
+      },
+    },
+  ];
+  const tmpl = parseTemplate(
+    "{{- range .Messages }}{{- end }}{{ .Tools }}\n{{- range .Tools }}\n{{ .Function.Parameters.Properties }}\n{{- range $k, $v := .Function.Parameters.Properties }}\n{{ $k }}: {{ $v.Type }} {{ toTypeScriptType $v }} {{ $v.ToTypeScriptType }} {{ $v.Description }}{{ end }}{{ end }}",
+  );
   t.equal(
     renderOllama(tmpl, { messages: [{ role: "user", content: "x" }], tools }),
     '[{"type":"function","function":{"name":"get_weather","description":"Get weather","parameters":{"type":"object","required":["location"],"properties":{"days":{"type":["integer","null"],"enum":[1,2]},"location":{"type":"string","description":"City name"}}}}}]\n' +
@@ -136,5 +182,8 @@ t.test("tool calls and tools print as Go's JSON (String methods), sorted keys an
       "days: [integer null] number | null number | null \n" +
       "location: string string string City name",
   );
-  t.equal(renderOllama(parseTemplate("{{ range .Messages }}{{ end }}{{ .Tools }}|{{ json .Tools }}|{{ if .Tools }}yes{{ else }}no{{ end }}"), { messages: [] }), "null|null|no");
+  t.equal(
+    renderOllama(parseTemplate("{{ range .Messages }}{{ end }}{{ .Tools }}|{{ json .Tools }}|{{ if .Tools }}yes{{ else }}no{{ end }}"), { messages: [] }),
+    "null|null|no",
+  );
 });

@@ -18,11 +18,19 @@ const msgs = [
 ];
 
 t.test("drops from the front, keeping system messages and the last one", async (t) => {
-  t.same(await fitHistory(tmpl, { messages: msgs, numCtx: 1000, tokenize: words }), { prompt: "[system]sys[user]one two three[assistant]four five six[system]later system[user]seven eight", dropped: 0 });
+  const all = "[system]sys[user]one two three[assistant]four five six[system]later system[user]seven eight";
+  t.same(await fitHistory(tmpl, { messages: msgs, numCtx: 1000, tokenize: words }), { prompt: all, dropped: 0 });
   // 11 "tokens" in all; 8 once the first user turn is dropped (the system message kept).
-  t.same(await fitHistory(tmpl, { messages: msgs, numCtx: 10, tokenize: words }), { prompt: "[system]sys[assistant]four five six[system]later system[user]seven eight", dropped: 2 });
-  t.same(await fitHistory(tmpl, { messages: msgs, numCtx: 2, tokenize: words }), { prompt: "[system]sys\n\nlater system[user]seven eight", dropped: 4 }, "at worst the system messages (now adjacent: collated) and the last");
-  t.same(await fitHistory(tmpl, { messages: msgs, numCtx: 2, tokenize: words, truncate: false }), { prompt: "[system]sys[user]one two three[assistant]four five six[system]later system[user]seven eight", dropped: 0 });
+  t.same(await fitHistory(tmpl, { messages: msgs, numCtx: 10, tokenize: words }), {
+    prompt: "[system]sys[assistant]four five six[system]later system[user]seven eight",
+    dropped: 2,
+  });
+  t.same(
+    await fitHistory(tmpl, { messages: msgs, numCtx: 2, tokenize: words }),
+    { prompt: "[system]sys\n\nlater system[user]seven eight", dropped: 4 },
+    "at worst the system messages (now adjacent: collated) and the last",
+  );
+  t.same(await fitHistory(tmpl, { messages: msgs, numCtx: 2, tokenize: words, truncate: false }), { prompt: all, dropped: 0 });
 });
 
 t.test("the tokenizer is asked only when the bytes exceed the context", async (t) => {

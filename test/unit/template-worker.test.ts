@@ -43,7 +43,11 @@ t.test("a render stopped by its limits is a 400 and stalls nothing here", async 
   }
   // In-process, six renders of up to a second each held this loop for seconds.
   t.ok(stall < 500, `the event loop kept ticking (longest gap ${stall.toFixed(0)} ms)`);
-  t.equal(await renderInWorker(parseTemplate("ok {{ .Prompt }}", "ok"), { messages: [{ role: "user", content: "x" }] }), "ok x", "the workers serve the next render");
+  t.equal(
+    await renderInWorker(parseTemplate("ok {{ .Prompt }}", "ok"), { messages: [{ role: "user", content: "x" }] }),
+    "ok x",
+    "the workers serve the next render",
+  );
 });
 
 t.test("a render that builds a huge value is refused and the workers go on", async (t) => {

@@ -24,7 +24,8 @@ t.test("fewer threads when a decoding thread waits and others are busy; more whe
     [16, 12, load(3.5, 0.02), 12, "16 cores, 12 + 3.5 busy leave less than the room for one more: stays"],
     [1, 1, load(1.5, 0.9), 1, "never below one"],
   ];
-  for (const [usable, current, l, expected, what] of cases) t.equal(nextThreads(current, usable, l), expected, `${what} (${current} of ${usable} → ${expected})`);
+  for (const [usable, current, l, expected, what] of cases)
+    t.equal(nextThreads(current, usable, l), expected, `${what} (${current} of ${usable} → ${expected})`);
   t.equal(nextThreads(2, 2, load(OTHERS_BUSY, CONTENDED)), 1, "the thresholds are inclusive");
   t.equal(nextThreads(2, 1, load(2 - 1 - ROOM, 0)), 2, "exactly the room for one more thread");
 });
@@ -80,7 +81,15 @@ t.test("the governor: changes by the rule, skips the window after a change, and 
   const applied: [number, number][] = [];
   const logged: string[] = [];
   let active = true;
-  const governor = new ThreadGovernor({ usable: 2, threads: 2, active: () => active, apply: async (n) => void applied.push([n, step]), log: (msg) => logged.push(msg), sample: next, intervalMs: 10 });
+  const governor = new ThreadGovernor({
+    usable: 2,
+    threads: 2,
+    active: () => active,
+    apply: async (n) => void applied.push([n, step]),
+    log: (msg) => logged.push(msg),
+    sample: next,
+    intervalMs: 10,
+  });
   governor.wake();
   for (const end = Date.now() + 10_000; step < 8 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 10));
   active = false;
@@ -93,7 +102,17 @@ t.test("the governor: changes by the rule, skips the window after a change, and 
   await new Promise((r) => setTimeout(r, 50));
   t.equal(step, looks, "no job: it stopped looking");
 
-  const broken = new ThreadGovernor({ usable: 2, threads: 2, active: () => true, apply: async () => t.fail("nothing to apply"), log: (msg) => logged.push(msg), sample: () => { throw new Error("EACCES: /proc/stat"); }, intervalMs: 10 });
+  const broken = new ThreadGovernor({
+    usable: 2,
+    threads: 2,
+    active: () => true,
+    apply: async () => t.fail("nothing to apply"),
+    log: (msg) => logged.push(msg),
+    sample: () => {
+      throw new Error("EACCES: /proc/stat");
+    },
+    intervalMs: 10,
+  });
   t.doesNotThrow(() => broken.wake(), "a job starts even where /proc cannot be read");
   broken.wake();
   t.equal(logged.filter((m) => m.startsWith("threads stay as loaded")).length, 1, "said once");

@@ -5,7 +5,15 @@
  * (its `anthropic` package) where Anthropic's documentation leaves room.
  */
 import { randomBytes } from "node:crypto";
-import type { AnthropicCountRequest, AnthropicMessage, AnthropicRequest, AnthropicResponse, AnthropicStopReason, AnthropicToolResultBlock, AnthropicToolUseBlock } from "../../api/anthropic.js";
+import type {
+  AnthropicCountRequest,
+  AnthropicMessage,
+  AnthropicRequest,
+  AnthropicResponse,
+  AnthropicStopReason,
+  AnthropicToolResultBlock,
+  AnthropicToolUseBlock,
+} from "../../api/anthropic.js";
 import type { ModelOptions } from "../../api/types.js";
 import { BadRequestError } from "../../errors.js";
 import type { ChatTurn, GenerateStats, GrammarSpec, ToolCallSpec, ToolChoice, ToolSpec } from "../../chat/types.js";
@@ -56,7 +64,12 @@ function toTurns(m: AnthropicMessage, index: number, callNames: Map<string, stri
       case "tool_result": {
         const result = block as Partial<AnthropicToolResultBlock>;
         const toolName = result.tool_use_id ? callNames.get(result.tool_use_id) : undefined;
-        results.push({ role: "tool", content: resultText(result.content, model), ...(toolName ? { toolName } : {}), ...(result.tool_use_id ? { toolCallId: result.tool_use_id } : {}) });
+        results.push({
+          role: "tool",
+          content: resultText(result.content, model),
+          ...(toolName ? { toolName } : {}),
+          ...(result.tool_use_id ? { toolCallId: result.tool_use_id } : {}),
+        });
         break;
       }
       case "thinking":

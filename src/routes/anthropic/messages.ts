@@ -59,7 +59,15 @@ async function messages(ctx: RequestContext, services: Services): Promise<void> 
   if (thinking) content.push({ type: "thinking", thinking, signature: "" });
   if (text || uses.length === 0) content.push({ type: "text", text });
   content.push(...uses);
-  const message: AnthropicResponse = { ...head, type: "message", role: "assistant", content, stop_reason: reason, stop_sequence: stopSequence, usage: usageOf(stats) };
+  const message: AnthropicResponse = {
+    ...head,
+    type: "message",
+    role: "assistant",
+    content,
+    stop_reason: reason,
+    stop_sequence: stopSequence,
+    usage: usageOf(stats),
+  };
   sendJson(ctx.res, 200, message);
 }
 

@@ -29,7 +29,12 @@ export class MessageEvents {
   }
 
   /** Tool calls, the stop reason and the usage: closes the message. */
-  finish(toolUses: readonly AnthropicToolUseBlock[], stopReason: AnthropicResponse["stop_reason"], stopSequence: string | null, usage: AnthropicResponse["usage"]): void {
+  finish(
+    toolUses: readonly AnthropicToolUseBlock[],
+    stopReason: AnthropicResponse["stop_reason"],
+    stopSequence: string | null,
+    usage: AnthropicResponse["usage"],
+  ): void {
     this.start();
     this.close();
     for (const use of toolUses) {
@@ -67,7 +72,15 @@ export class MessageEvents {
   private start(): void {
     if (this.started) return;
     this.started = true;
-    const message: AnthropicResponse = { ...this.head, type: "message", role: "assistant", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 0, output_tokens: 0 } };
+    const message: AnthropicResponse = {
+      ...this.head,
+      type: "message",
+      role: "assistant",
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { input_tokens: 0, output_tokens: 0 },
+    };
     this.emit({ type: "message_start", message });
   }
 }

@@ -14,7 +14,20 @@ import { resolveTarget } from "../../chat/target.js";
 import type { TokenLogprob, ToolCallSpec } from "../../chat/types.js";
 import { toOpenAIContent } from "../logprobs.js";
 import type { Services } from "../../chat/services.js";
-import { finishReason, responseId, SYSTEM_FINGERPRINT, toGrammar, toOpenAICalls, toOptions, toToolChoice, toThink, toTools, toTurns, unixNow, usageOf } from "./convert.js";
+import {
+  finishReason,
+  responseId,
+  SYSTEM_FINGERPRINT,
+  toGrammar,
+  toOpenAICalls,
+  toOptions,
+  toToolChoice,
+  toThink,
+  toTools,
+  toTurns,
+  unixNow,
+  usageOf,
+} from "./convert.js";
 
 const validate = compileValidator<OpenAIChatRequest>(openaiChatSchema);
 
@@ -28,7 +41,11 @@ export async function chatCompletions(ctx: RequestContext, services: Services): 
   const head = { id: responseId("chatcmpl"), created: unixNow(), model: body.model, system_fingerprint: SYSTEM_FINGERPRINT };
   const stream = body.stream ? new SseStream(ctx.res) : undefined;
   const chunk = (delta: Record<string, unknown>, finish: string | null = null, lps?: TokenLogprob[]) =>
-    stream?.write({ ...head, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: lps ? { content: toOpenAIContent(lps), refusal: null } : null, finish_reason: finish }] });
+    stream?.write({
+      ...head,
+      object: "chat.completion.chunk",
+      choices: [{ index: 0, delta, logprobs: lps ? { content: toOpenAIContent(lps), refusal: null } : null, finish_reason: finish }],
+    });
   let content = "";
   let reasoning = "";
   const logprobs = body.logprobs ? (body.top_logprobs ?? 0) : undefined;
@@ -64,5 +81,10 @@ export async function chatCompletions(ctx: RequestContext, services: Services): 
     ...(reasoning ? { reasoning } : {}),
     ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
   };
-  sendJson(ctx.res, 200, { ...head, object: "chat.completion", choices: [{ index: 0, message, logprobs: logprobs === undefined ? null : { content: toOpenAIContent(allLogprobs), refusal: null }, finish_reason: finish }], usage });
+  sendJson(ctx.res, 200, {
+    ...head,
+    object: "chat.completion",
+    choices: [{ index: 0, message, logprobs: logprobs === undefined ? null : { content: toOpenAIContent(allLogprobs), refusal: null }, finish_reason: finish }],
+    usage,
+  });
 }

@@ -25,7 +25,10 @@ export async function completions(ctx: RequestContext, services: Services): Prom
   const target = await resolveTarget(services, body.model, toOptions(body), undefined, ctx.log);
   await requireCompletion(services, target, "generate");
   const head = { id: responseId("cmpl"), object: "text_completion", created: unixNow(), model: body.model, system_fingerprint: SYSTEM_FINGERPRINT };
-  const choice = (text: string, finish: string | null, logprobs: Record<string, unknown> | null = null) => ({ ...head, choices: [{ text, index: 0, logprobs, finish_reason: finish }] });
+  const choice = (text: string, finish: string | null, logprobs: Record<string, unknown> | null = null) => ({
+    ...head,
+    choices: [{ text, index: 0, logprobs, finish_reason: finish }],
+  });
   const stream = body.stream ? new SseStream(ctx.res) : undefined;
   let text = body.echo ? prompt : "";
   if (stream && text) void stream.write(choice(text, null));

@@ -32,7 +32,11 @@ export function toTurns(messages: readonly OpenAIMessage[], model: string): Chat
     if (m.role === "assistant") {
       const toolCalls = m.tool_calls?.map((c: OpenAIToolCall, j): ToolCallSpec => {
         if (c.id) callNames.set(c.id, c.function.name);
-        return { ...(c.id ? { id: c.id } : {}), name: c.function.name, arguments: toArguments(c.function.arguments ?? "", `messages[${i}].tool_calls[${j}].function.arguments`) };
+        return {
+          ...(c.id ? { id: c.id } : {}),
+          name: c.function.name,
+          arguments: toArguments(c.function.arguments ?? "", `messages[${i}].tool_calls[${j}].function.arguments`),
+        };
       });
       return { role: "assistant", content, ...(toolCalls?.length ? { toolCalls } : {}), ...(m.reasoning ? { thinking: m.reasoning } : {}) };
     }
@@ -87,7 +91,11 @@ export function toGrammar(body: OpenAIChatRequest): GrammarSpec | undefined {
 }
 
 export function toOpenAICalls(calls: readonly ToolCallSpec[]): OpenAIToolCall[] {
-  return calls.map((c) => ({ id: `call_${randomBytes(12).toString("hex")}`, type: "function", function: { name: c.name, arguments: JSON.stringify(c.arguments) } }));
+  return calls.map((c) => ({
+    id: `call_${randomBytes(12).toString("hex")}`,
+    type: "function",
+    function: { name: c.name, arguments: JSON.stringify(c.arguments) },
+  }));
 }
 
 export function finishReason(stats: GenerateStats, toolCalls = 0): "stop" | "length" | "tool_calls" {
@@ -100,7 +108,12 @@ export function finishReason(stats: GenerateStats, toolCalls = 0): "stop" | "len
  * `truncated_tokens` (lmd) the prompt tokens dropped to fit the context, which the SDKs pass through.
  */
 export function usageOf(stats: GenerateStats): OpenAIUsage {
-  return { prompt_tokens: stats.promptTokens, completion_tokens: stats.evalCount, total_tokens: stats.promptTokens + stats.evalCount, truncated_tokens: stats.truncatedTokens };
+  return {
+    prompt_tokens: stats.promptTokens,
+    completion_tokens: stats.evalCount,
+    total_tokens: stats.promptTokens + stats.evalCount,
+    truncated_tokens: stats.truncatedTokens,
+  };
 }
 
 export function responseId(prefix: string): string {
@@ -126,6 +139,9 @@ export function toThink(body: OpenAIChatRequest): boolean | "low" | "medium" | "
     case "medium": return "medium";
     case "high": return "high";
     case "max": case "xhigh": case "ultra": return "max";
-    default: throw new BadRequestError(`invalid reasoning value: "${effort.slice(0, 40)}" (must be "minimal", "low", "medium", "high", "xhigh", "ultra", "max", or "none")`);
+    default:
+      throw new BadRequestError(
+        `invalid reasoning value: "${effort.slice(0, 40)}" (must be "minimal", "low", "medium", "high", "xhigh", "ultra", "max", or "none")`,
+      );
   }
 }

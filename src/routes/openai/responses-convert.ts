@@ -15,7 +15,8 @@ import type { ChatCall } from "../../chat/run.js";
  * lose the conversation, so it is refused and the client sends the whole conversation instead.
  */
 export function toChatCall(body: ResponsesRequest, model: string): ChatCall {
-  if (body.previous_response_id) throw new BadRequestError("previous_response_id is not supported: responses are not stored, send the whole conversation in 'input'");
+  if (body.previous_response_id)
+    throw new BadRequestError("previous_response_id is not supported: responses are not stored, send the whole conversation in 'input'");
   const turns: ChatTurn[] = body.instructions ? [{ role: "system", content: body.instructions }] : [];
   if (typeof body.input === "string") turns.push({ role: "user", content: body.input });
   else turns.push(...toTurns(body.input, model));
@@ -35,13 +36,22 @@ function toTurns(items: readonly ResponsesInputItem[], model: string): ChatTurn[
     } else if (type === "function_call") {
       if (!item.name) throw new BadRequestError(`input[${i}].name is required`);
       if (item.call_id) callNames.set(item.call_id, item.name);
-      const call: ToolCallSpec = { ...(item.call_id ? { id: item.call_id } : {}), name: item.name, arguments: toArguments(item.arguments ?? "", `input[${i}].arguments`) };
+      const call: ToolCallSpec = {
+        ...(item.call_id ? { id: item.call_id } : {}),
+        name: item.name,
+        arguments: toArguments(item.arguments ?? "", `input[${i}].arguments`),
+      };
       const last = turns[turns.length - 1];
       if (last?.role === "assistant" && !hasResults(turns)) (last.toolCalls ??= []).push(call);
       else turns.push({ role: "assistant", content: "", toolCalls: [call] });
     } else if (type === "function_call_output") {
       const toolName = item.call_id ? callNames.get(item.call_id) : undefined;
-      turns.push({ role: "tool", content: textOf(item.output, model), ...(toolName ? { toolName } : {}), ...(item.call_id ? { toolCallId: item.call_id } : {}) });
+      turns.push({
+        role: "tool",
+        content: textOf(item.output, model),
+        ...(toolName ? { toolName } : {}),
+        ...(item.call_id ? { toolCallId: item.call_id } : {}),
+      });
     } else if (type !== "reasoning") throw new BadRequestError(`unsupported input item type '${type}'`);
   });
   return turns;

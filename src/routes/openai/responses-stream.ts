@@ -66,7 +66,12 @@ export class ResponseOutput {
       this.event("response.output_item.done", { output_index, item: done });
     }
     const status = incomplete ? "incomplete" : "completed";
-    const response = { ...this.snapshot(status), incomplete_details: incomplete ? { reason: "max_output_tokens" } : null, completed_at: incomplete ? null : unixNow(), usage };
+    const response = {
+      ...this.snapshot(status),
+      incomplete_details: incomplete ? { reason: "max_output_tokens" } : null,
+      completed_at: incomplete ? null : unixNow(),
+      usage,
+    };
     this.event(`response.${status}`, { response });
     return response;
   }
@@ -86,7 +91,10 @@ export class ResponseOutput {
   }
 
   private openPart(kind: OpenPart["kind"]): void {
-    const item = kind === "message" ? { id: `msg_${hex()}`, type: "message", status: "in_progress", role: "assistant", content: [] } : { id: `rs_${hex()}`, type: "reasoning", summary: [], content: [] };
+    const item =
+      kind === "message"
+        ? { id: `msg_${hex()}`, type: "message", status: "in_progress", role: "assistant", content: [] }
+        : { id: `rs_${hex()}`, type: "reasoning", summary: [], content: [] };
     this.open = { kind, index: this.output.length, item, text: "", logprobs: [] };
     this.output.push(item);
     this.event("response.output_item.added", { output_index: this.open.index, item });
@@ -100,7 +108,11 @@ export class ResponseOutput {
     this.open = undefined;
     const at = { item_id: open.item.id, output_index: open.index, content_index: 0 };
     const part = this.part(open.kind, open.text, open.logprobs);
-    this.event(open.kind === "message" ? "response.output_text.done" : "response.reasoning_text.done", { ...at, text: open.text, ...(open.kind === "message" ? { logprobs: open.logprobs } : {}) });
+    this.event(open.kind === "message" ? "response.output_text.done" : "response.reasoning_text.done", {
+      ...at,
+      text: open.text,
+      ...(open.kind === "message" ? { logprobs: open.logprobs } : {}),
+    });
     this.event("response.content_part.done", { ...at, part });
     const done = { ...open.item, ...(open.kind === "message" ? { status } : {}), content: [part] };
     this.output[open.index] = done;
@@ -120,7 +132,17 @@ export class ResponseOutput {
   }
 
   private snapshot(status: string): Json {
-    return { id: this.id, object: "response", created_at: this.createdAt, status, error: null, incomplete_details: null, output: structuredClone(this.output), usage: null, ...this.base };
+    return {
+      id: this.id,
+      object: "response",
+      created_at: this.createdAt,
+      status,
+      error: null,
+      incomplete_details: null,
+      output: structuredClone(this.output),
+      usage: null,
+      ...this.base,
+    };
   }
 
   private readonly createdAt = unixNow();

@@ -36,7 +36,8 @@ async function chat(j: Job, job: ChatJob): Promise<void> {
   // `prompt-ready` (runner/render-budget.ts). Tokenizing the prompt is outside it: it goes in
   // chunks that a cancel stops (runner/tokens.ts).
   const functions = functionsOf(job);
-  if (typeof job.toolChoice === "object" && functions && Object.keys(functions).length === 0) throw new JobFailure("invalid", `tool '${job.toolChoice.name}' is not among the tools`);
+  if (typeof job.toolChoice === "object" && functions && Object.keys(functions).length === 0)
+    throw new JobFailure("invalid", `tool '${job.toolChoice.name}' is not among the tools`);
   const forced = functions !== undefined && (job.toolChoice === "required" || typeof job.toolChoice === "object");
   // The answer opens as the template opens it for `think`; a forced tool call opens with the call.
   const thinking = forced ? undefined : withThinkingForm(l.model, chatWrapperOf(l.model), toHistory(job.turns), job.think);
@@ -54,7 +55,24 @@ async function chat(j: Job, job: ChatJob): Promise<void> {
   };
   const fullText = render(full);
   const fullTokens = await tokenizeLlamaText(l.model, fullText, signal);
-  if (job.countOnly) return j.send({ type: "chat-done", id, result: { toolCalls: [], stats: { promptTokens: fullTokens.length, promptEvalCount: 0, promptEvalNs: 0, evalCount: 0, evalNs: 0, doneReason: "stop", context: [], truncatedTokens: 0 } } });
+  if (job.countOnly)
+    return j.send({
+      type: "chat-done",
+      id,
+      result: {
+        toolCalls: [],
+        stats: {
+          promptTokens: fullTokens.length,
+          promptEvalCount: 0,
+          promptEvalNs: 0,
+          evalCount: 0,
+          evalNs: 0,
+          doneReason: "stop",
+          context: [],
+          truncatedTokens: 0,
+        },
+      },
+    });
   const contextSize = l.context.contextSize;
   const limit = inputLimit(contextSize);
   if (fullTokens.length > limit && job.truncate === false) throw new JobFailure("invalid", CONTEXT_EXCEEDED);
@@ -88,7 +106,11 @@ async function chat(j: Job, job: ChatJob): Promise<void> {
     ...samplingOptions(job.sampling, contextSize),
     customStopTriggers: job.stop,
     ...(job.think === false ? { budgets: { thoughtTokens: 0 } } : {}),
-    ...(grammar ? { grammar } : functions ? { functions, documentFunctionParams: true, ...(forced ? { maxParallelFunctionCalls: 1 } : {}), onFunctionCallParamsChunk: first } : {}),
+    ...(grammar
+      ? { grammar }
+      : functions
+        ? { functions, documentFunctionParams: true, ...(forced ? { maxParallelFunctionCalls: 1 } : {}), onFunctionCallParamsChunk: first }
+        : {}),
     onResponseChunk: (chunk) => {
       first();
       if (!chunk.text) return;
@@ -136,7 +158,14 @@ function inputLimit(contextSize: number): number {
  * the droppable spans go is found by a binary search over their number (a shorter history renders
  * to fewer tokens): a few renders and tokenizations, not one per message.
  */
-async function fitHistory(render: (history: ChatHistoryItem[]) => LlamaText, model: LlamaModel, history: ChatHistoryItem[], tokens: Token[], limit: number, signal: AbortSignal): Promise<{ history: ChatHistoryItem[]; tokens: Token[] }> {
+async function fitHistory(
+  render: (history: ChatHistoryItem[]) => LlamaText,
+  model: LlamaModel,
+  history: ChatHistoryItem[],
+  tokens: Token[],
+  limit: number,
+  signal: AbortSignal,
+): Promise<{ history: ChatHistoryItem[]; tokens: Token[] }> {
   if (tokens.length <= limit) return { history, tokens };
   // The turns before the first non-system one stay; the k-th drop removes everything from there
   // up to the k-th user turn after it, the last user turn never.
@@ -173,10 +202,18 @@ async function fitHistory(render: (history: ChatHistoryItem[]) => LlamaText, mod
  * cannot cut the tools' documentation: when the tools and system messages alone do not fit, the
  * request is refused (a 400: the client's tools are too many for this context).
  */
-async function toolsFit(render: (history: ChatHistoryItem[]) => LlamaText, model: LlamaModel, history: ChatHistoryItem[], tools: number, limit: number, signal: AbortSignal): Promise<void> {
+async function toolsFit(
+  render: (history: ChatHistoryItem[]) => LlamaText,
+  model: LlamaModel,
+  history: ChatHistoryItem[],
+  tools: number,
+  limit: number,
+  signal: AbortSignal,
+): Promise<void> {
   const fixed: ChatHistoryItem[] = [...history.filter((item) => item.type === "system"), { type: "user", text: "" }, { type: "model", response: [] }];
   const tokens = (await tokenizeLlamaText(model, render(fixed), signal)).length;
-  if (tokens > limit) throw new JobFailure("invalid", `the tools (${tools}) and system messages take ${tokens} tokens, more than the context allows for a prompt (${limit})`);
+  if (tokens > limit)
+    throw new JobFailure("invalid", `the tools (${tools}) and system messages take ${tokens} tokens, more than the context allows for a prompt (${limit})`);
 }
 
 /** The prompt exactly as LlamaChat renders it (BOS included once tokenized): for the slot pick and the counts. */

@@ -66,11 +66,23 @@ async function generate(j: Job, job: GenerateJob): Promise<void> {
     if (text || pending?.length) j.send({ type: "chunk", id, text, ...(pending ? { logprobs: pending } : {}) });
     pending = undefined;
   };
-  const options = { signal, maxTokens: job.maxTokens, fillContext: job.fillContext, sampling: samplingOptions(job.sampling, contextSize), stop: job.stop, grammar, specialTokens: job.specialTokens, onToken, onTextChunk };
+  const options = {
+    signal,
+    maxTokens: job.maxTokens,
+    fillContext: job.fillContext,
+    sampling: samplingOptions(job.sampling, contextSize),
+    stop: job.stop,
+    grammar,
+    specialTokens: job.specialTokens,
+    onToken,
+    onTextChunk,
+  };
   // lmd's own generation (Ollama's stop rules) where every stop is plain text; a chat template's
   // stop triggers (special tokens among them) go through node-llama-cpp's completion.
   const { stopReason: reason, stop } =
-    stopTriggers.length > 0 || plainTriggers(grammar) === undefined ? await completeWith(slot.completion, l.model, tokens, options, stopTriggers) : await generateText(slot.sequence, tokens, options);
+    stopTriggers.length > 0 || plainTriggers(grammar) === undefined
+      ? await completeWith(slot.completion, l.model, tokens, options, stopTriggers)
+      : await generateText(slot.sequence, tokens, options);
   const end = process.hrtime.bigint();
   const firstAt = firstToken ?? end;
   const stats: GenerateStats = {
@@ -101,7 +113,8 @@ async function promptTokens(j: Job, job: GenerateJob): Promise<{ tokens: Token[]
   // An id past the vocabulary fails llama.cpp's decode (the size is unknown only without a token list).
   const outside = size > 0 ? context.find((t) => t >= size) : undefined;
   if (outside !== undefined) throw new JobFailure("invalid", `context token ${outside} is not in the model's vocabulary (size ${size})`);
-  if (job.prompt.kind === "text") return { tokens: [...context, ...(await tokenizeAsync(model, job.prompt.text, true, undefined, j.signal))], stopTriggers: [] };
+  if (job.prompt.kind === "text")
+    return { tokens: [...context, ...(await tokenizeAsync(model, job.prompt.text, true, undefined, j.signal))], stopTriggers: [] };
   j.send({ type: "render-start", id: j.id });
   const { text, stopTriggers } = answerPrompt(model, chatWrapperOf(model), toHistory(job.prompt.turns), job.prompt.think);
   j.send({ type: "prompt-ready", id: j.id });
@@ -111,7 +124,13 @@ async function promptTokens(j: Job, job: GenerateJob): Promise<{ tokens: Token[]
 }
 
 /** The generation on node-llama-cpp's LlamaCompletion, for stop triggers that are not plain text. */
-async function completeWith(completion: LlamaCompletion, model: LlamaModel, tokens: Token[], o: GenerationOptions, stopTriggers: LlamaText[]): Promise<GenerationResult> {
+async function completeWith(
+  completion: LlamaCompletion,
+  model: LlamaModel,
+  tokens: Token[],
+  o: GenerationOptions,
+  stopTriggers: LlamaText[],
+): Promise<GenerationResult> {
   const keep = keepFirstSpace(model);
   let since: Token[] = [];
   const { metadata } = await completion.generateCompletionWithMeta(tokens, {

@@ -166,7 +166,13 @@ export async function loadModel(requested: LoadSpec, host: LoadHost): Promise<Lo
 
 /** The load's saved prefixes: a state depends on the model's blob, its adapters, the context and the cache's layout. */
 function openPrefixCache(cache: PrefixCacheSpec, spec: LoadSpec, contextSize: number, io: ChildIo): Promise<PrefixCache | undefined> {
-  const identity = { model: path.basename(spec.path), lora: (spec.lora ?? []).map((f) => path.basename(f)), contextSize, kvCacheType: spec.kvCacheType ?? "f16", flashAttention: spec.flashAttention ?? "auto" };
+  const identity = {
+    model: path.basename(spec.path),
+    lora: (spec.lora ?? []).map((f) => path.basename(f)),
+    contextSize,
+    kvCacheType: spec.kvCacheType ?? "f16",
+    flashAttention: spec.flashAttention ?? "auto",
+  };
   return PrefixCache.open(cache, identity, (msg, data) => io.log("warn", msg, data)).catch((err: unknown) => {
     io.log("warn", "saved prompt prefixes unavailable", { dir: cache.dir, err: clientSafe(err) });
     return undefined;

@@ -97,7 +97,8 @@ export class LoadedModel {
       threads,
       active: () => this.slots.some((slot) => slot.busy),
       apply: async (n) => {
-        for (const context of contexts) await withLock([context, "context"], () => (context as unknown as { _ctx: { setThreads(n: number): void } })._ctx.setThreads(n));
+        for (const context of contexts)
+          await withLock([context, "context"], () => (context as unknown as { _ctx: { setThreads(n: number): void } })._ctx.setThreads(n));
       },
       log: (msg, data) => this.io.log("info", msg, data),
     });
@@ -137,7 +138,8 @@ export class LoadedModel {
       const cached = commonPrefix(slot.sequence.contextTokens, tokens);
       // A shared BOS alone is no reason to overwrite a slot's cache: compare such slots by age (LRU).
       const useful = (n: number) => (n > 1 ? n : 0);
-      if (!best || useful(cached) > useful(best.cached) || (useful(cached) === useful(best.cached) && slot.lastUsed < best.slot.lastUsed)) best = { slot, cached };
+      if (!best || useful(cached) > useful(best.cached) || (useful(cached) === useful(best.cached) && slot.lastUsed < best.slot.lastUsed))
+        best = { slot, cached };
     }
     return best;
   }
@@ -158,12 +160,16 @@ export class LoadedModel {
    * the model.
    */
   readonly embeddingContext = lazily(() =>
-    this.model.createEmbeddingContext({ contextSize: this.context.contextSize, threads: this.context.currentThreads }).then((ectx) => this.withAdapters(ectx, "an embedding context")),
+    this.model
+      .createEmbeddingContext({ contextSize: this.context.contextSize, threads: this.context.currentThreads })
+      .then((ectx) => this.withAdapters(ectx, "an embedding context")),
   );
 
   /** The model's ranking context: as the embedding context, made on the first rerank job. */
   readonly rankingContext = lazily(() =>
-    this.model.createRankingContext({ contextSize: this.context.contextSize, threads: this.context.currentThreads }).then((rctx) => this.withAdapters(rctx, "a ranking context")),
+    this.model
+      .createRankingContext({ contextSize: this.context.contextSize, threads: this.context.currentThreads })
+      .then((rctx) => this.withAdapters(rctx, "a ranking context")),
   );
 
   /**

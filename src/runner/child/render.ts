@@ -18,7 +18,12 @@ function render(j: Job, job: RenderJob): void {
   const { model } = j.model;
   try {
     const functions: ChatModelFunctions | undefined = job.tools?.length
-      ? Object.fromEntries(job.tools.map((t) => [t.name, { ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { params: t.parameters as GbnfJsonSchema } : {}) }]))
+      ? Object.fromEntries(
+          job.tools.map((t) => [
+            t.name,
+            { ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { params: t.parameters as GbnfJsonSchema } : {}) },
+          ]),
+        )
       : undefined;
     j.send({ type: "render-start", id: j.id });
     const { text } = answerPrompt(model, chatWrapperOf(model), toHistory(job.turns), job.think, functions);
