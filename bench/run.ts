@@ -5,7 +5,7 @@
  *
  *   npm run bench -- [--model bench-100m|bench-1b|PATH] [--threads N] [--rounds N] [--tokens N]
  *                    [--serving-rounds N] [--llama-server] [--quick] [--cache DIR] [--json FILE]
- *                    [--only aggregate|busy|speculative] [--llama-server-engine auto|native|prebuilt]
+ *                    [--only aggregate|busy|speculative|memory|tokenize|mixed] [--llama-server-engine auto|native|prebuilt]
  *                    [--gpu cuda|vulkan --llama-server-bin PATH] [--warm-up-tokens N]
  *
  * `--quick` (2 rounds, serving figures 1 round, 32 tokens) runs every section fast: it checks that
@@ -15,8 +15,9 @@
  * (single-stream decode, lmd vs direct and llama-server, `--rounds` rounds), `aggregate`
  * (4 and 8 streams, against llama-server with `--llama-server`; no TTFT-under-load probes), `busy`
  * (the busy-host and two-models rows), `speculative` (the speculative-decoding rows), `memory`
- * (KV-cache types and saved prompt prefixes, bench/memory.ts) or `tokenize` (long texts through
- * `/api/tokenize`, bench/tokenize.ts).
+ * (KV-cache types and saved prompt prefixes, bench/memory.ts), `tokenize` (long texts through
+ * `/api/tokenize`, bench/tokenize.ts) or `mixed` (1–16 clients of mixed prompt and output lengths,
+ * against llama-server with `--llama-server`: bench/mixed-run.ts).
  *
  * `--llama-server-engine` picks the llama.cpp libraries llama-server runs on (bench/llama-server.ts):
  * its own native build, or node-llama-cpp's prebuilt ones (lmd's); `auto` (the default) is native
@@ -50,6 +51,7 @@ import { settle, stopProcess, track } from "./procs.js";
 import { prose } from "./serving.js";
 import { median, servingFigures, type Row } from "./serving-run.js";
 import { memoryFigures } from "./memory.js";
+import { mixedRows } from "./mixed-run.js";
 import { tokenizeRows } from "./tokenize.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -73,7 +75,7 @@ const { values: args } = parseArgs({
     only: { type: "string" },
   },
 });
-const sections = ["single", "aggregate", "busy", "speculative", "memory", "tokenize"] as const;
+const sections = ["single", "aggregate", "busy", "speculative", "memory", "tokenize", "mixed"] as const;
 type Section = (typeof sections)[number];
 const isSection = (s: string | undefined): s is Section => sections.includes(s as Section);
 if (args.only !== undefined && !isSection(args.only)) {
@@ -198,9 +200,9 @@ async function main(): Promise<void> {
   const modelFile = await ensureModel();
   if (args["llama-server-bin"]) useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, gpu ? path.join(cache, "llama-server.log") : undefined);
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
-  if (args.only === "memory" || args.only === "tokenize") return onlyRows(args.only, modelFile);
+  if (args.only === "memory" || args.only === "tokenize" || args.only === "mixed") return onlyRows(args.only, modelFile);
   if (args.only === "single") return onlySingle(modelFile);
-  if (isSection(args.only) && args.only !== "single" && args.only !== "memory" && args.only !== "tokenize") return only(modelFile, args.only);
+  if (isSection(args.only) && args.only !== "single" && args.only !== "memory" && args.only !== "tokenize" && args.only !== "mixed") return only(modelFile, args.only);
   const idleLmd = await startLmd(modelFile, {});
   await new Promise((r) => setTimeout(r, 1000));
   const rssIdle = rssMb(idleLmd.child.pid);
@@ -322,6 +324,7 @@ async function main(): Promise<void> {
     ["single-stream decode tok/s, lmd vs llama-server (`-np 1`)", server ? `${f(m("decode.lmd"))} vs ${f(m("decode.llama-server"))}` : f(m("decode.lmd")), vs("decode.lmd", "decode.llama-server"), "≥ 1.0"],
     [`prefill tok/s, fresh ~${promptTokens}-token prompt, lmd vs llama-server (client-timed)`, server ? `${f(m("prefill.lmd"), 0)} vs ${f(m("prefill.llama-server"), 0)}` : f(m("prefill.lmd"), 0), vs("prefill.lmd", "prefill.llama-server"), "≥ 1.0"],
     ...serving.rows,
+    ...(gpu ? [] : await mixedFigures(modelFile)),
   ];
   const other: Row[] = [
     ["single-stream decode tok/s, lmd HTTP vs node-llama-cpp direct", `${f(m("decode.lmd"))} vs ${f(m("decode.direct"))}`, (m("decode.lmd") / m("decode.direct")).toFixed(3), "≥ 0.97"],
@@ -359,13 +362,23 @@ function tokenizeFigures(modelFile: string): Promise<Row[]> {
   return tokenizeRows({ startLmd: (env) => startLmd(modelFile, env), rounds: args.quick ? 1 : 3 });
 }
 
-/** `--only memory` or `--only tokenize`: those rows alone. */
-async function onlyRows(section: "memory" | "tokenize", modelFile: string): Promise<void> {
-  const rows = section === "memory" ? await memoryRows(modelFile) : await tokenizeFigures(modelFile);
+/** The mixed-load rows (bench/mixed-run.ts). */
+async function mixedFigures(modelFile: string): Promise<Row[]> {
+  return (await mixedRows({
+    startLmd: (env, extra) => startLmd(modelFile, env, extra),
+    startServer: args["llama-server"] ? (parallel, file) => startLlamaServer(root, cache, file, threads, parallel, engine) : undefined,
+    model: args.model, cache, rounds: servingRounds, warmUpTokens, quick: args.quick, log,
+  })).rows;
+}
+
+/** `--only memory`, `--only tokenize` or `--only mixed`: those rows alone. */
+async function onlyRows(section: "memory" | "tokenize" | "mixed", modelFile: string): Promise<void> {
+  const rows = section === "memory" ? await memoryRows(modelFile) : section === "mixed" ? await mixedFigures(modelFile) : await tokenizeFigures(modelFile);
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
   process.stdout.write(
     ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n") +
-      `\n\n${args.model}, ${threads} threads, ${args.quick ? 1 : 3} rounds; ${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}\n`,
+      `\n\n${args.model}, ${threads} threads, ${section === "mixed" ? servingRounds : args.quick ? 1 : 3} rounds; ${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
+      `${section === "mixed" && llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}\n`,
   );
   process.exit(0);
 }
@@ -416,7 +429,7 @@ async function onlySingle(modelFile: string): Promise<void> {
 }
 
 /** `--only <section>`: one section of the serving figures, its rows and the load. */
-async function only(modelFile: string, section: Exclude<Section, "single" | "memory" | "tokenize">): Promise<void> {
+async function only(modelFile: string, section: Exclude<Section, "single" | "memory" | "tokenize" | "mixed">): Promise<void> {
   const serving = await servingFigures({
     startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
     startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel, engine) : undefined,
