@@ -101,6 +101,8 @@ function rows(samples: Record<string, PassFigures[]>, ls: boolean): Row[] {
   const longTtft = (n: number, kind: ServerKind) => median(passes(n, kind).flatMap((p) => p.longTtft));
   const pct = (key: "ttft" | "itl", p: number) => (n: number, kind: ServerKind) => percentile(passes(n, kind).flatMap((x) => x[key]), p);
   const clients = MIXED_CLIENTS;
+  const longTokens = Object.values(samples).flat().flatMap((p) => p.longTokens);
+  const longRange = longTokens.length ? `${Math.min(...longTokens)}–${Math.max(...longTokens)}` : "2k–3.8k";
   const label = (what: string) => `mixed load, ${clients.join("/")} clients (\`SERVICE_NUM_PARALLEL=${MIXED_SLOTS}\` vs \`-np ${MIXED_SLOTS}\`): ${what}`;
   const each = (g: (n: number, kind: ServerKind) => number, digits: number, kind: ServerKind) => clients.map((n) => f(g(n, kind), digits)).join(" / ");
   const measured = (g: (n: number, kind: ServerKind) => number, digits = 1) => (ls ? `${each(g, digits, "lmd")} vs ${each(g, digits, "llama-server")}` : each(g, digits, "lmd"));
@@ -111,6 +113,6 @@ function rows(samples: Record<string, PassFigures[]>, ls: boolean): Row[] {
     [label("generated tok/s"), measured(rate), ratios(rate), "≥ 0.95"],
     [label("time to first token p50, p99 (ms); ratio of p99"), pair(pct("ttft", 50), pct("ttft", 99), 0), ratios(pct("ttft", 99)), "—"],
     [label("inter-token latency of running streams p50, p99 (ms); ratio of p99"), pair(pct("itl", 50), pct("itl", 99)), ratios(pct("itl", 99)), "≤ 1.0"],
-    [label("longest stall of a running stream while a 2k–3.8k-token prompt waits for its first token (ms; that prompt's median TTFT)"), pair(stall, longTtft, 0), ratios(stall), "—"],
+    [label(`longest stall of a running stream while a long prompt (${longRange} tokens) waits for its first token (ms; the long prompts' median TTFT)`), pair(stall, longTtft, 0), ratios(stall), "—"],
   ];
 }
