@@ -46,7 +46,8 @@ async function mixedModel(ctx: MixedContext): Promise<string> {
 
 export async function mixedRows(ctx: MixedContext): Promise<{ rows: Row[]; samples: Record<string, PassFigures[]> }> {
   const file = await mixedModel(ctx);
-  const perClient = ctx.quick ? 2 : 4;
+  // Two requests a client: the sixteen-client pass is 32 requests, four of them long prompts.
+  const perClient = ctx.quick ? 1 : 2;
   const samples: Record<string, PassFigures[]> = {};
   const halves = ctx.startServer ? [Math.ceil(ctx.rounds / 2), Math.floor(ctx.rounds / 2)] : [ctx.rounds];
   let round = 0;
@@ -64,10 +65,10 @@ export async function mixedRows(ctx: MixedContext): Promise<{ rows: Row[]; sampl
       lmd = await startLmd();
     }
     const sides: [ServerKind, string][] = [["lmd", lmd.url], ...(server ? [["llama-server", server.url] as [ServerKind, string]] : [])];
-    // Warm up on this workload (8 clients) until each side has generated the warm-up tokens.
+    // Warm up on this workload (16 clients) until each side has generated the warm-up tokens, in 3 passes at most.
     for (const [kind, url] of sides) {
       ctx.log(`mixed load: warming up ${kind}`);
-      for (let generated = 0, i = 0; generated < ctx.warmUpTokens && i < 8; i++) generated += passFigures(await runPass(url, "mixed", workload(8, perClient, 900 + i))).tokens;
+      for (let generated = 0, i = 0; generated < ctx.warmUpTokens && i < 3; i++) generated += passFigures(await runPass(url, "mixed", workload(16, perClient, 900 + i))).tokens;
     }
     for (const end = round + count; round < end; round++) {
       for (const clients of MIXED_CLIENTS) {
