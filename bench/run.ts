@@ -5,7 +5,7 @@
  *
  *   npm run bench -- [--model bench-100m|bench-1b|PATH] [--threads N] [--rounds N] [--tokens N]
  *                    [--serving-rounds N] [--llama-server] [--quick] [--cache DIR] [--json FILE]
- *                    [--only aggregate|busy|speculative] [--llama-server-engine auto|native|prebuilt]
+ *                    [--only aggregate|busy|speculative|memory|tokenize|mixed] [--llama-server-engine auto|native|prebuilt]
  *                    [--gpu cuda|vulkan --llama-server-bin PATH] [--warm-up-tokens N]
  *
  * `--quick` (2 rounds, serving figures 1 round, 32 tokens) runs every section fast: it checks that
@@ -15,8 +15,9 @@
  * (single-stream decode, lmd vs direct and llama-server, `--rounds` rounds), `aggregate`
  * (4 and 8 streams, against llama-server with `--llama-server`; no TTFT-under-load probes), `busy`
  * (the busy-host and two-models rows), `speculative` (the speculative-decoding rows), `memory`
- * (KV-cache types and saved prompt prefixes, bench/memory.ts) or `tokenize` (long texts through
- * `/api/tokenize`, bench/tokenize.ts).
+ * (KV-cache types and saved prompt prefixes, bench/memory.ts), `tokenize` (long texts through
+ * `/api/tokenize`, bench/tokenize.ts) or `mixed` (1–16 clients of mixed prompt and output lengths,
+ * against llama-server with `--llama-server`: bench/mixed-run.ts).
  *
  * `--llama-server-engine` picks the llama.cpp libraries llama-server runs on (bench/llama-server.ts):
  * its own native build, or node-llama-cpp's prebuilt ones (lmd's); `auto` (the default) is native
@@ -58,6 +59,7 @@ import { settle, stopProcess, track } from "./procs.js";
 import { prose } from "./serving.js";
 import { median, servingFigures, type Row } from "./serving-run.js";
 import { memoryFigures } from "./memory.js";
+import { mixedRows } from "./mixed-run.js";
 import { tokenizeRows } from "./tokenize.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -81,7 +83,7 @@ const { values: args } = parseArgs({
     only: { type: "string" },
   },
 });
-const sections = ["single", "aggregate", "busy", "speculative", "memory", "tokenize"] as const;
+const sections = ["single", "aggregate", "busy", "speculative", "memory", "tokenize", "mixed"] as const;
 type Section = (typeof sections)[number];
 const isSection = (s: string | undefined): s is Section => sections.includes(s as Section);
 if (args.only !== undefined && !isSection(args.only)) {
@@ -225,9 +227,9 @@ async function main(): Promise<void> {
   if (args["llama-server-bin"])
     useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, gpu ? path.join(cache, "llama-server.log") : undefined);
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
-  if (args.only === "memory" || args.only === "tokenize") return onlyRows(args.only, modelFile);
+  if (args.only === "memory" || args.only === "tokenize" || args.only === "mixed") return onlyRows(args.only, modelFile);
   if (args.only === "single") return onlySingle(modelFile);
-  if (isSection(args.only) && args.only !== "single" && args.only !== "memory" && args.only !== "tokenize") return only(modelFile, args.only);
+  if (args.only === "aggregate" || args.only === "busy" || args.only === "speculative") return only(modelFile, args.only);
   const idleLmd = await startLmd(modelFile, {});
   await new Promise((r) => setTimeout(r, 1000));
   const rssIdle = rssMb(idleLmd.child.pid);
@@ -383,6 +385,7 @@ async function main(): Promise<void> {
       "≥ 1.0",
     ],
     ...serving.rows,
+    ...(gpu ? [] : await mixedFigures(modelFile)),
   ];
   const other: Row[] = [
     [
@@ -449,16 +452,23 @@ function tokenizeFigures(modelFile: string): Promise<Row[]> {
   return tokenizeRows({ startLmd: (env) => startLmd(modelFile, env), rounds: args.quick ? 1 : 3 });
 }
 
-/** `--only memory` or `--only tokenize`: those rows alone. */
-async function onlyRows(section: "memory" | "tokenize", modelFile: string): Promise<void> {
-  const rows = section === "memory" ? await memoryRows() : await tokenizeFigures(modelFile);
+/** The mixed-load rows (bench/mixed-run.ts). */
+async function mixedFigures(modelFile: string): Promise<Row[]> {
+  return (await mixedRows({
+    startLmd: (env, extra) => startLmd(modelFile, env, extra),
+    startServer: args["llama-server"] ? (parallel, file) => startLlamaServer(root, cache, file, threads, parallel, engine) : undefined,
+    model: args.model, cache, rounds: servingRounds, warmUpTokens, quick: args.quick, log,
+  })).rows;
+}
+
+/** `--only memory`, `--only tokenize` or `--only mixed`: those rows alone. */
+async function onlyRows(section: "memory" | "tokenize" | "mixed", modelFile: string): Promise<void> {
+  const rows = section === "memory" ? await memoryRows() : section === "mixed" ? await mixedFigures(modelFile) : await tokenizeFigures(modelFile);
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
   process.stdout.write(
     ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n") +
-      `\n\n${args.model}, ${threads} threads, ${args.quick ? 1 : 3} rounds; ${minutes} min; load average before: ${loadBefore}, after: ${os
-        .loadavg()
-        .map((l) => l.toFixed(2))
-        .join(" ")}\n`,
+      `\n\n${args.model}, ${threads} threads, ${section === "mixed" ? servingRounds : args.quick ? 1 : 3} rounds; ${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
+      `${section === "mixed" && llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}\n`,
   );
   process.exit(0);
 }
@@ -518,7 +528,7 @@ async function onlySingle(modelFile: string): Promise<void> {
 }
 
 /** `--only <section>`: one section of the serving figures, its rows and the load. */
-async function only(modelFile: string, section: Exclude<Section, "single" | "memory" | "tokenize">): Promise<void> {
+async function only(modelFile: string, section: Exclude<Section, "single" | "memory" | "tokenize" | "mixed">): Promise<void> {
   const serving = await servingFigures({
     startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
     startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel, engine) : undefined,
