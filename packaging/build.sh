@@ -41,6 +41,9 @@ log() { printf 'package: %s\n' "$*" >&2; }
 mkdir -p "$OUT" "$CACHE"
 if [ "${LMD_PKG_SKIP_BUILD:-}" != 1 ]; then
 	log "npm run build"
+	# A clean compile: tsc leaves the output of a deleted source file in place, and the package
+	# would ship it.
+	rm -rf dist/src
 	npm run build --silent >&2
 fi
 [ -f dist/src/main.js ] || { echo "package: dist/src/main.js is missing (npm run build)" >&2; exit 1; }
