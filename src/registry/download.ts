@@ -15,6 +15,7 @@ import type { RegistryClient } from "./client.js";
 import { RegistryError, describe, isParserError } from "./http.js";
 import { fetchParts, removePartial } from "./ranges.js";
 import type { RegistryRef } from "./reference.js";
+import type { BlobTransfer } from "./transfer.js";
 
 /** Errors of the connection (not of the store): reported as the registry's failure. */
 const NETWORK_CODES = new Set([
@@ -67,14 +68,8 @@ export class BlobLeases {
   private readonly owned: Promise<void>[] = [];
 
   /** Makes sure the blob is stored or its partial file is complete and verified; `onProgress(completed)` counts resumed bytes too. */
-  async fetch(
-    client: RegistryClient,
-    store: ModelStore,
-    ref: RegistryRef,
-    layer: Layer,
-    onProgress: (completed: number) => void,
-    signal: AbortSignal,
-  ): Promise<void> {
+  async fetch(transfer: BlobTransfer): Promise<void> {
+    const { client, store, ref, layer, onProgress, signal } = transfer;
     const entry = this.hold(store, layer.digest);
     for (let attempt = 0; attempt < TAKEOVERS; attempt++) {
       signal.throwIfAborted();
@@ -138,7 +133,7 @@ export class BlobLeases {
   }
 
   private start(entry: Entry, client: RegistryClient, store: ModelStore, ref: RegistryRef, layer: Layer, signal: AbortSignal): void {
-    const job = runJob(client, store, ref, layer, (n) => entry.listeners.forEach((f) => f(n)), signal);
+    const job = runJob({ client, store, ref, layer, onProgress: (n) => entry.listeners.forEach((f) => f(n)), signal });
     entry.job = job;
     entry.owner = signal;
     entry.origin = ref.origin;
@@ -161,19 +156,13 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
-async function runJob(
-  client: RegistryClient,
-  store: ModelStore,
-  ref: RegistryRef,
-  layer: Layer,
-  onProgress: (completed: number) => void,
-  signal: AbortSignal,
-): Promise<void> {
+async function runJob(transfer: BlobTransfer): Promise<void> {
+  const { store, ref, layer, onProgress, signal } = transfer;
   if (await store.hasBlob(layer.digest)) {
     await checkStoredSize(store, layer);
     return onProgress(layer.size);
   }
-  await fetchParts(client, store, ref, layer, onProgress, signal).catch((err: unknown) => {
+  await fetchParts(transfer).catch((err: unknown) => {
     throw explain(err, layer, ref, signal);
   });
   await verifyBlob(store, layer);

@@ -6,20 +6,15 @@
  */
 import { createReadStream } from "node:fs";
 import { Transform } from "node:stream";
-import { MEDIA, type Layer, type Manifest, type ModelStore } from "../store/store.js";
+import { MEDIA, type Manifest } from "../store/store.js";
 import { blobUrl, uploadUrl, type RegistryRef } from "./reference.js";
 import type { RegistryClient, RegistryResponse } from "./client.js";
 import { RegistryError, expectStatus, header } from "./http.js";
+import type { BlobTransfer } from "./transfer.js";
 
 /** Pushes one blob unless the registry has it; `onProgress(bytes)` reports bytes sent. */
-export async function pushBlob(
-  client: RegistryClient,
-  store: ModelStore,
-  ref: RegistryRef,
-  layer: Layer,
-  onProgress: (completed: number) => void,
-  signal: AbortSignal,
-): Promise<void> {
+export async function pushBlob(transfer: BlobTransfer): Promise<void> {
+  const { client, store, ref, layer, onProgress, signal } = transfer;
   const head = await client.send(blobUrl(ref, layer.digest), { method: "HEAD", signal });
   await head.body.dump();
   if (head.statusCode === 200) return onProgress(layer.size);

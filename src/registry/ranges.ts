@@ -18,6 +18,7 @@ import type { Layer, ModelStore } from "../store/store.js";
 import type { RegistryClient } from "./client.js";
 import { REGISTRY_DEFAULTS, RegistryError, discard, expectStatus, header } from "./http.js";
 import { blobUrl, type RegistryRef } from "./reference.js";
+import type { BlobTransfer } from "./transfer.js";
 
 interface Part {
   start: number;
@@ -35,14 +36,8 @@ interface PartialState {
 const SAVE_INTERVAL_MS = 250;
 
 /** Fetches the ranges of `layer` still missing from its partial file; `onProgress(completed)` counts resumed bytes too. */
-export async function fetchParts(
-  client: RegistryClient,
-  store: ModelStore,
-  ref: RegistryRef,
-  layer: Layer,
-  onProgress: (completed: number) => void,
-  signal: AbortSignal,
-): Promise<void> {
+export async function fetchParts(transfer: BlobTransfer): Promise<void> {
+  const { client, store, ref, layer, onProgress, signal } = transfer;
   const file = store.partialPath(layer.digest);
   const stateFile = `${file}.json`;
   const loaded = await loadState(file, stateFile, layer);

@@ -59,13 +59,12 @@ async function pull(ctx: RequestContext, { store, scheduler, config }: Services)
       let last = 0;
       // Every blob is verified as its download completes, so that wrong bytes from a mirror (removed
       // there) are fetched again from the next source.
-      await sources.attempt((client, from) =>
-        leases.fetch(client, store, from, layer, (completed) => {
-          if (Date.now() - last < PROGRESS_INTERVAL_MS) return;
-          last = Date.now();
-          void progress.send({ status, digest: layer.digest, total: layer.size, completed });
-        }, ctx.signal),
-      );
+      const onProgress = (completed: number) => {
+        if (Date.now() - last < PROGRESS_INTERVAL_MS) return;
+        last = Date.now();
+        void progress.send({ status, digest: layer.digest, total: layer.size, completed });
+      };
+      await sources.attempt((client, from) => leases.fetch({ client, store, ref: from, layer, onProgress, signal: ctx.signal }));
       await progress.send({ status, digest: layer.digest, total: layer.size, completed: layer.size });
     }
     // Each blob was hashed when its download completed (registry/download.ts); every layer is

@@ -38,11 +38,12 @@ async function push(ctx: RequestContext, { store, config }: Services): Promise<v
     for (const layer of [...manifest.layers, manifest.config]) {
       const status = `pushing ${layer.digest.slice(7, 19)}`;
       let last = 0;
-      await pushBlob(client, store, ref, layer, (completed) => {
+      const onProgress = (completed: number) => {
         if (Date.now() - last < 200 && completed < layer.size) return;
         last = Date.now();
         void progress.send({ status, digest: layer.digest, total: layer.size, completed });
-      }, ctx.signal);
+      };
+      await pushBlob({ client, store, ref, layer, onProgress, signal: ctx.signal });
     }
     await progress.send({ status: "pushing manifest" });
     await pushManifest(client, ref, manifest, ctx.signal);
