@@ -62,14 +62,20 @@ export async function tracedRunner(
 }
 
 /** A story of `maxTokens` tokens, sampled with a seed. */
-export const storyJob = (seed: number, maxTokens = 48): GenerateJob => ({
-  prompt: { kind: "text", text: `story ${seed}: once upon a time` },
+export function storyJob(seed: number, maxTokens = 48): GenerateJob {
+  const job = greedyJob(`story ${seed}: once upon a time`, maxTokens);
+  return { ...job, sampling: { ...job.sampling, temperature: 0.8, seed } };
+}
+
+/** `maxTokens` tokens of `text`, greedy. */
+export const greedyJob = (text: string, maxTokens: number): GenerateJob => ({
+  prompt: { kind: "text", text },
   sampling: {
-    temperature: 0.8,
+    temperature: 0,
     topK: 40,
     topP: 0.9,
     minP: 0,
-    seed,
+    seed: 1,
     repeatPenalty: 1,
     repeatLastN: 64,
     presencePenalty: 0,

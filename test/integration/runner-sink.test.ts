@@ -9,24 +9,9 @@ import t from "tap";
 import { Runner } from "../../src/runner/client.js";
 import type { ChatJob, GenerateJob, LoadSpec } from "../../src/runner/types.js";
 import { testGguf } from "../helpers/models.js";
+import { greedyJob } from "../helpers/traced-runner.js";
 
-const job: GenerateJob = {
-  prompt: { kind: "text", text: "Once upon a time" },
-  sampling: {
-    temperature: 0,
-    topK: 40,
-    topP: 0.9,
-    minP: 0,
-    seed: 1,
-    repeatPenalty: 1,
-    repeatLastN: 64,
-    presencePenalty: 0,
-    frequencyPenalty: 0,
-    penalizeNewline: true,
-  },
-  maxTokens: 300,
-  stop: [],
-};
+const job: GenerateJob = greedyJob("Once upon a time", 300);
 
 t.test("a sink whose onText throws fails its job, which the child cancels", async (t) => {
   const log = pino({ level: "silent" });

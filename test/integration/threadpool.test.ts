@@ -17,27 +17,11 @@ import { Runner } from "../../src/runner/client.js";
 import { threadpoolLibrary } from "../../src/runner/spawn.js";
 import type { GenerateJob, LoadSpec } from "../../src/runner/types.js";
 import { testGguf } from "../helpers/models.js";
-import { tracedRunner } from "../helpers/traced-runner.js";
+import { greedyJob, tracedRunner } from "../helpers/traced-runner.js";
 
 const run = promisify(execFile);
 const tasks = (pid: number) => new Set(readdirSync(`/proc/${pid}/task`));
-const greedy = (text: string): GenerateJob => ({
-  prompt: { kind: "text", text },
-  sampling: {
-    temperature: 0,
-    topK: 40,
-    topP: 0.9,
-    minP: 0,
-    seed: 1,
-    repeatPenalty: 1,
-    repeatLastN: 64,
-    presencePenalty: 0,
-    frequencyPenalty: 0,
-    penalizeNewline: true,
-  },
-  maxTokens: 24,
-  stop: [],
-});
+const greedy = (text: string): GenerateJob => greedyJob(text, 24);
 
 /** A runner as the daemon starts one, and its "model loaded" log line; `preload`: the daemon's own LD_PRELOAD. */
 async function start(t: Test, threads: number, preload?: string, speculation?: LoadSpec["speculation"]) {
