@@ -48,6 +48,18 @@ export function postJson(url: string, body: unknown, init: RequestInit = {}): Pr
   return fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), ...init });
 }
 
+/** Reads an NDJSON stream line by line, calling `onLine` for each object as it arrives. */
+export async function readLines(res: Response, onLine: (line: Record<string, unknown>) => void): Promise<void> {
+  const decoder = new TextDecoder();
+  let rest = "";
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    rest += decoder.decode(chunk, { stream: true });
+    const parts = rest.split("\n");
+    rest = parts.pop() ?? "";
+    for (const part of parts) if (part.trim()) onLine(JSON.parse(part) as Record<string, unknown>);
+  }
+}
+
 /** Reads an NDJSON response into its objects. */
 export async function readNdjson(res: Response): Promise<Record<string, unknown>[]> {
   const text = await res.text();

@@ -92,29 +92,13 @@ t.test("logprobs", async (t) => {
     t.equal(chat.logprobs.map((l) => l.token).join(""), chat.message.content, "the tokens spell the content");
     checkList(t, chat.logprobs, 2, true);
 
-    const v1 = await postJson(`${url}/v1/chat/completions`, {
-      model: "chat",
-      messages,
-      logprobs: true,
-      top_logprobs: 2,
-      max_tokens: 6,
-      temperature: 0,
-      seed: 7,
-    });
+    const request = { model: "chat", messages, logprobs: true, top_logprobs: 2, max_tokens: 6, temperature: 0, seed: 7 };
+    const v1 = await postJson(`${url}/v1/chat/completions`, request);
     const body = (await v1.json()) as { choices: { logprobs: { content: Lp[] } }[] };
     t.same(strip(body.choices[0]!.logprobs.content), strip(chat.logprobs), "the same numbers as /api/chat");
 
     const sse = await (
-      await postJson(`${url}/v1/chat/completions`, {
-        model: "chat",
-        messages,
-        logprobs: true,
-        top_logprobs: 2,
-        max_tokens: 6,
-        temperature: 0,
-        seed: 7,
-        stream: true,
-      })
+      await postJson(`${url}/v1/chat/completions`, { ...request, stream: true })
     ).text();
     const events = sse
       .split("\n\n")

@@ -12,19 +12,7 @@
  * prefill.
  */
 import t from "tap";
-import { postJson, startDaemon } from "../helpers/daemon.js";
-
-/** Reads an NDJSON stream line by line, calling `onLine` for each object as it arrives. */
-async function readLines(res: Response, onLine: (line: Record<string, unknown>) => void): Promise<void> {
-  const decoder = new TextDecoder();
-  let rest = "";
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    rest += decoder.decode(chunk, { stream: true });
-    const parts = rest.split("\n");
-    rest = parts.pop() ?? "";
-    for (const part of parts) if (part.trim()) onLine(JSON.parse(part) as Record<string, unknown>);
-  }
-}
+import { postJson, readLines, startDaemon } from "../helpers/daemon.js";
 
 t.test("a stream's tokens keep coming while a long prompt is prefilled beside it", async (t) => {
   const batch = 2;

@@ -8,7 +8,7 @@
  *   than the 64 × a drop-one-at-a-time loop took (only a ratio measured in one run is asserted).
  */
 import t from "tap";
-import { postJson, startDaemon } from "../helpers/daemon.js";
+import { postJson, readLines, startDaemon } from "../helpers/daemon.js";
 
 const MiB = 1024 * 1024;
 const emoji = (bytes: number) => "\u{1F600}".repeat(bytes / 4);
@@ -31,18 +31,10 @@ async function bystander(url: string): Promise<Bystander> {
     options: { num_predict: 300, temperature: 0 },
   });
   const lines: Record<string, unknown>[] = [];
-  const done = (async () => {
-    const decoder = new TextDecoder();
-    let rest = "";
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      rest += decoder.decode(chunk, { stream: true });
-      const parts = rest.split("\n");
-      rest = parts.pop() ?? "";
-      for (const part of parts) if (part.trim()) lines.push(JSON.parse(part) as Record<string, unknown>);
-      if (lines.length > 0) seen();
-    }
+  const done = readLines(res, (line) => {
+    lines.push(line);
     seen();
-  })();
+  }).finally(() => seen());
   return { lines, first, done };
 }
 
