@@ -19,6 +19,8 @@ interface Lp extends Alt {
 
 const greedy = { temperature: 0, seed: 7 };
 const prompt = "Once upon a time";
+/** A raw, unstreamed /api/generate request with log probabilities. */
+const rawGenerate = { model: "chat", prompt, raw: true, stream: false, logprobs: true };
 const messages = [{ role: "user", content: "Tell me a story" }];
 
 /** The checks every logprob list must pass. */
@@ -43,11 +45,7 @@ t.test("logprobs", async (t) => {
 
   t.test("generate (raw) and /v1/completions: same prompt, same numbers", async (t) => {
     const res = await postJson(`${url}/api/generate`, {
-      model: "chat",
-      prompt,
-      raw: true,
-      stream: false,
-      logprobs: true,
+      ...rawGenerate,
       top_logprobs: 3,
       options: { ...greedy, num_predict: 6 },
     });
@@ -139,14 +137,7 @@ t.test("logprobs", async (t) => {
   });
 
   t.test("without alternatives, sampling at a temperature", async (t) => {
-    const res = await postJson(`${url}/api/generate`, {
-      model: "chat",
-      prompt,
-      raw: true,
-      stream: false,
-      logprobs: true,
-      options: { temperature: 1.5, seed: 3, num_predict: 8 },
-    });
+    const res = await postJson(`${url}/api/generate`, { ...rawGenerate, options: { temperature: 1.5, seed: 3, num_predict: 8 } });
     const gen = (await res.json()) as { logprobs: Lp[]; eval_count: number };
     t.equal(gen.logprobs.length, gen.eval_count);
     checkList(t, gen.logprobs, 0, false);
