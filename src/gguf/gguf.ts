@@ -260,7 +260,7 @@ async function readTensorInfo(r: Reader, lim: GgufLimits): Promise<TensorInfo & 
 
 /** A name from the file, fit for an error message: control characters escaped, length bounded. */
 function safe(s: string): string {
-  // eslint-disable-next-line no-control-regex
+  // eslint-disable-next-line no-control-regex -- control characters are what this escapes
   const clean = s.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
   return clean.length > 80 ? `${clean.slice(0, 77)}...` : clean;
 }

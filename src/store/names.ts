@@ -68,7 +68,7 @@ export function manifestSegments(name: ModelName): [string, string, string, stri
 
 /** Echo untrusted input safely in an error message: control characters escaped, length bounded. */
 export function printable(input: string): string {
-  // eslint-disable-next-line no-control-regex
+  // eslint-disable-next-line no-control-regex -- control characters are what this escapes
   const clean = input.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
   return clean.length > 120 ? `${clean.slice(0, 117)}...` : clean;
 }
