@@ -3,6 +3,7 @@
  * sampling lmd uses. Forked by bench/run.ts with UV_THREADPOOL_SIZE=1 (as lmd's runner children
  * are) and driven over IPC: each message is one measurement, answered with its numbers.
  */
+import { flashAttentionFor } from "../src/runner/attention.js";
 import { getLlama, LlamaCompletion, LlamaLogLevel, type LlamaContext, type LlamaContextSequence, type LlamaModel } from "node-llama-cpp";
 
 export type DirectRequest =
@@ -29,10 +30,18 @@ async function load(req: Extract<DirectRequest, { op: "load" }>): Promise<unknow
   const llama = await getLlama({ gpu: req.gpu ?? false, build: "never", maxThreads: req.threads, progressLogs: false, logLevel: LlamaLogLevel.warn });
   // On a GPU, every layer offloaded, as lmd and llama-server (`-ngl 999`) have it in the benchmark.
   model = await llama.loadModel({ modelPath: req.model, ...(req.gpu ? { gpuLayers: "max" as const } : {}) });
-  context = await model.createContext({ contextSize: req.contextSize, sequences: req.sequences, threads: req.threads });
+  // Flash attention as lmd's runner sets it for SERVICE_FLASH_ATTENTION=auto (src/runner/attention.ts).
+  const flashAttention = flashAttentionFor({}, model.fileInsights, model.gpuLayers);
+  context = await model.createContext({
+    contextSize: req.contextSize,
+    sequences: req.sequences,
+    threads: req.threads,
+    ...(flashAttention === undefined ? {} : { flashAttention }),
+  });
   sequences = Array.from({ length: req.sequences }, () => context!.getSequence());
   completions = sequences.map((contextSequence) => new LlamaCompletion({ contextSequence }));
-  return { gpu: llama.gpu, devices: llama.gpu ? await llama.getGpuDeviceNames() : [], gpuLayers: model.gpuLayers, threads: req.threads };
+  const devices = llama.gpu ? await llama.getGpuDeviceNames() : [];
+  return { flashAttention: context.flashAttention, gpu: llama.gpu, devices, gpuLayers: model.gpuLayers, threads: req.threads };
 }
 
 /** `streams` concurrent completions of `tokens` tokens each, on fresh sequences state. */

@@ -7,6 +7,8 @@ import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
+import { readGgufFileInfo } from "node-llama-cpp";
+import { flashAttentionFor } from "../src/runner/attention.js";
 import type { Sampling } from "./http.js";
 import { track } from "./procs.js";
 
@@ -43,6 +45,8 @@ interface Launch {
 }
 
 let native: string | undefined;
+/** Whether a launch turned flash attention off as lmd does (said in the table's last line). */
+let flashAttentionOff = false;
 let chosen: Launch | undefined;
 
 /** Builds llama-server once per run (the script returns at once when the cache holds this version). */
@@ -82,6 +86,17 @@ function prebuiltEngine(root: string, cache: string): Launch {
   return { bin: path.join(dir, "llama-server"), env: { ...process.env, LD_LIBRARY_PATH: dir }, engine: "prebuilt" };
 }
 
+/**
+ * `-fa` as lmd's runner decides SERVICE_FLASH_ATTENTION=auto for this model (src/runner/attention.ts):
+ * both sides then run the same engine work, and the ratio is what the serving around it costs.
+ * llama-server's own default ("auto": on wherever the backend has it) is slower on the CPU for
+ * heads narrower than 64 values.
+ */
+async function flashAttentionArgs(model: string, gpuLayers: number | undefined): Promise<string[]> {
+  const ggufFileInfo = await readGgufFileInfo(model, { readTensorInfo: false, sourceType: "filesystem" });
+  return flashAttentionFor({}, { ggufFileInfo }, gpuLayers ?? 0) === false ? ["-fa", "off"] : [];
+}
+
 async function launch(l: Launch, model: string, threads: number, parallel: number): Promise<{ url: string; child: ChildProcess } | { exit: string }> {
   const port = await freePort();
   const args = [
@@ -101,6 +116,9 @@ async function launch(l: Launch, model: string, threads: number, parallel: numbe
     String(port),
   ];
   if (l.gpuLayers !== undefined) args.push("-ngl", String(l.gpuLayers));
+  const fa = await flashAttentionArgs(model, l.gpuLayers);
+  if (fa.length) flashAttentionOff = true;
+  args.push(...fa);
   const stderr = l.log ? openSync(l.log, "a") : "ignore";
   const child = track(spawn(l.bin, args, { stdio: ["ignore", "ignore", stderr], env: l.env }));
   if (typeof stderr === "number") closeSync(stderr);
@@ -118,6 +136,11 @@ async function launch(l: Launch, model: string, threads: number, parallel: numbe
 /** What the run's llama-server figures were measured on, for the table (undefined before the first start). */
 export function llamaServerEngine(): string | undefined {
   if (!chosen) return undefined;
+  const fa = flashAttentionOff ? ", `-fa off` as lmd's runner has it for this model" : "";
+  return engineLabel(chosen) + fa;
+}
+
+function engineLabel(chosen: Launch): string {
   if (chosen.engine === "given") return `llama-server: ${chosen.bin}${chosen.gpuLayers === undefined ? "" : `, -ngl ${chosen.gpuLayers}`}`;
   return chosen.engine === "native" ? "llama-server: native build" : "llama-server: node-llama-cpp's prebuilt llama.cpp libraries";
 }
@@ -226,7 +249,8 @@ export async function llamaServerComplete(url: string, body: Record<string, unkn
 
 /** Client-side decode tokens/s of one streamed completion (tokens after the first, per second). */
 export async function llamaServerDecode(url: string, prompt: string, tokens: number, s: Sampling): Promise<number> {
-  const c = await llamaServerComplete(url, completionBody(prompt, tokens, s));
+  const c = await llamaServerComplete(url, completionBody(prompt, tokens, s, { ignore_eos: true }));
+  if (c.predicted !== tokens) throw new Error(`llama-server generated ${c.predicted} of ${tokens} tokens`);
   return (c.predicted - 1) / ((c.last - c.first) / 1000);
 }
 

@@ -56,7 +56,7 @@ import {
   type LlamaServerEngine,
 } from "./llama-server.js";
 import { settle, stopProcess, track } from "./procs.js";
-import { prose } from "./serving.js";
+import { aggregateRate, prose } from "./serving.js";
 import { median, servingFigures, type Row } from "./serving-run.js";
 import { memoryFigures } from "./memory.js";
 import { mixedRows } from "./mixed-run.js";
@@ -214,13 +214,8 @@ async function gpuResident(url: string): Promise<string> {
   return `lmd: ${(m.size_vram / 2 ** 20).toFixed(0)} of ${(m.size / 2 ** 20).toFixed(0)} MiB on the GPU`;
 }
 
-const rate = (r: DecodeResult) => {
-  const total = r.streams.reduce((n, s) => n + s.tokens, 0);
-  const start = Math.min(...r.streams.map((s) => s.firstMs));
-  const end = Math.max(...r.streams.map((s) => s.lastMs));
-  // Tokens after each stream's first, over the span in which they were decoded.
-  return (total - r.streams.length) / ((end - start) / 1000);
-};
+/** Tokens/s of a decode measurement that generated `tokens` tokens a stream (bench/serving.ts). */
+const rate = (r: DecodeResult) => aggregateRate(r.streams, tokens);
 
 async function main(): Promise<void> {
   const modelFile = await ensureModel();

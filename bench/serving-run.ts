@@ -122,7 +122,7 @@ async function measure(
     for (const [kind, url] of round % 2 ? [...targets].reverse() : targets) {
       await settle();
       const streams: Stream[] = await decode(kind, url, round);
-      add(`agg${n}.${kind}`, aggregateRate(streams));
+      add(`agg${n}.${kind}`, aggregateRate(streams, ctx.tokens));
       // How long the last stream waited for its first token after the first stream got one: all n
       // should decode together, so this should be about one prompt evaluation, not a stream's length.
       add(`agg${n}.spread.${kind}`, Math.max(...streams.map((x) => x.firstMs)) - Math.min(...streams.map((x) => x.firstMs)));

@@ -18,8 +18,14 @@ import { track } from "./procs.js";
 export type Stream = DecodeResult["streams"][number];
 export type ServerKind = "lmd" | "llama-server";
 
-/** Tokens after each stream's first, over the span in which they were decoded (all streams). */
-export function aggregateRate(streams: Stream[]): number {
+/**
+ * Tokens after each stream's first, over the span in which they were decoded (all streams). Every
+ * stream must have generated the `asked` tokens: decoding slows as a context grows, so a stream that
+ * ended early at an end-of-sequence token would be compared on less work than its counterpart.
+ */
+export function aggregateRate(streams: Stream[], asked: number): number {
+  const short = streams.find((s) => s.tokens !== asked);
+  if (short) throw new Error(`a stream generated ${short.tokens} of ${asked} tokens (an end of sequence?): its rate would compare unequal work`);
   const total = streams.reduce((n, s) => n + s.tokens, 0);
   const start = Math.min(...streams.map((s) => s.firstMs));
   const end = Math.max(...streams.map((s) => s.lastMs));
@@ -130,7 +136,7 @@ export async function cachedModel(cache: string, name: string, options: MakeMode
 
 /** Single-stream decode through lmd (tokens/s after the first token). */
 export async function lmdSingle(url: string, model: string, tokens: number, s: Sampling, salt: number): Promise<number> {
-  return aggregateRate((await lmdDecode(url, `Once upon a time ${salt}`, tokens, 1, s, model)).streams);
+  return aggregateRate((await lmdDecode(url, `Once upon a time ${salt}`, tokens, 1, s, model)).streams, tokens);
 }
 
 export interface SpeculativeRun {

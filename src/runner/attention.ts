@@ -15,8 +15,11 @@ import type { FlashAttention, LoadSpec } from "./types.js";
 /** Narrower heads decode faster without flash attention on the CPU. */
 export const NARROW_HEAD = 64;
 
+/** What the rule reads of a model: its header (node-llama-cpp's `GgufInsights`, or `readGgufFileInfo`'s result wrapped). */
+export type HeaderOf = Pick<GgufInsights, "ggufFileInfo">;
+
 /** The widest key and value head of the model, or undefined if its header does not say. */
-export function headWidth(insights: GgufInsights): number | undefined {
+export function headWidth(insights: HeaderOf): number | undefined {
   const meta = insights.ggufFileInfo.architectureMetadata as
     { embedding_length?: unknown; attention?: { head_count?: unknown; key_length?: unknown; value_length?: unknown } } | undefined;
   const heads = meta?.attention?.head_count;
@@ -35,7 +38,7 @@ export function headWidth(insights: GgufInsights): number | undefined {
  */
 export function flashAttentionFor(
   spec: Pick<LoadSpec, "flashAttention" | "kvCacheType">,
-  insights: GgufInsights,
+  insights: HeaderOf,
   gpuLayers: number,
 ): FlashAttention | undefined {
   const wanted = spec.flashAttention;
