@@ -24,6 +24,8 @@
 import { DisposedError, withLock } from "lifecycle-utils";
 import type { LlamaContext, LlamaContextSequence, Token, TokenMeter } from "node-llama-cpp";
 import type { PauseSwitch } from "./flow.js";
+import { PrefillBudget } from "./prefill-budget.js";
+import { samplerConfigurer, type AddonSampler } from "./sampler-config.js";
 
 type Evaluate = LlamaContextSequence["evaluate"];
 type EvaluateOptions = NonNullable<Parameters<Evaluate>[1]>;
@@ -35,10 +37,6 @@ interface AddonContext {
   decodeBatch(): Promise<void>;
   sampleToken(batchLogitIndex: number, sampler: AddonSampler): Promise<number>;
   removeTokenCellsFromSequence(sequenceId: number, startPos: number, endPos: number): boolean;
-}
-interface AddonSampler {
-  applyConfig(config: unknown): void;
-  dispose(): void;
 }
 interface ContextInternals {
   _ctx: AddonContext;
@@ -108,10 +106,12 @@ export class DecodeLoop {
   /**
    * @param onDecode called right after each decode is queued, with the time since the one before
    * (ms): the moment to write output gathered meanwhile, while the decode runs (runner/outbox.ts).
+   * @param prefill how many prompt tokens a step takes beside running generations.
    */
   constructor(
     private readonly context: LlamaContext,
     private readonly onDecode?: (sinceLastMs: number) => void,
+    private readonly prefill: Pick<PrefillBudget, "observe" | "tokens"> = new PrefillBudget(),
   ) {}
 
   /** True while a step is waiting for the context or decoding. */
@@ -204,6 +204,8 @@ export class DecodeLoop {
       await Promise.allSettled(items.flatMap((item) => item.sampled ?? []));
       return this.fail(items, err);
     }
+    const singles = items.filter((item) => item.count === 1).length;
+    this.prefill.observe(items.reduce((sum, item) => sum + item.count, 0) - singles, singles, performance.now() - now);
     if (!sampleBehindDecode) startSampling();
     for (const item of items) {
       const { request, count } = item;
@@ -228,8 +230,8 @@ export class DecodeLoop {
    * that mixes single tokens with prompt ends as separate micro-batches anyway and hands out every
    * logit at the end: the prompt ends go alone first (their sequences get a first token one step
    * sooner, at no cost), and the single tokens in the next step, never deferred twice in a row. A
-   * prompt that goes on past this batch shares it, so that no generation stalls behind a long prompt.
-   * The same rules as the patched node-llama-cpp dispatcher (patches/node-llama-cpp+3.22.1.patch).
+   * prompt that goes on past this batch shares it, so that no generation stalls behind a long prompt,
+   * and while generations run, prompts take only their time budget of it (runner/prefill-budget.ts).
    */
   private select(batchSize: number): Item[] {
     for (const request of [...this.queue]) {
@@ -240,11 +242,14 @@ export class DecodeLoop {
     const ordered = [...this.queue.filter((r) => r.tokens.length - r.done === 1), ...this.queue.filter((r) => r.tokens.length - r.done !== 1)];
     const items: Item[] = [];
     let room = batchSize;
+    let promptRoom = this.prefill.tokens(batchSize, ordered[0] !== undefined && ordered[0].tokens.length - ordered[0].done === 1);
     for (const request of ordered) {
-      if (room === 0) break;
-      const count = Math.min(room, request.tokens.length - request.done);
+      const left = request.tokens.length - request.done;
+      const count = Math.min(room, left === 1 ? 1 : promptRoom, left);
+      if (count === 0) break;
       items.push({ request, count });
       room -= count;
+      if (left > 1) promptRoom -= count;
     }
     const deferredBefore = this.deferredSingles;
     this.deferredSingles = false;
@@ -275,23 +280,6 @@ export class DecodeLoop {
   }
 }
 
-/** A sampler config as node-llama-cpp resolves it: numbers, typed arrays, a grammar state, DRY's breakers. */
-type SamplerConfig = Record<string, unknown> & { dryRepeatPenaltyStrength?: number; dryRepeatPenaltySequenceBreakers?: unknown };
-
-function sameConfig(a: SamplerConfig, b: SamplerConfig): boolean {
-  const keys = Object.keys(a);
-  if (keys.length !== Object.keys(b).length) return false;
-  for (const key of keys) {
-    const x = a[key];
-    const y = b[key];
-    if (x === y) continue;
-    if (!(x instanceof Uint32Array || x instanceof Float32Array) || !(y instanceof Uint32Array || y instanceof Float32Array)) return false;
-    if (x.constructor !== y.constructor || x.length !== y.length) return false;
-    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
-  }
-  return true;
-}
-
 /**
  * Gives `sequence` an `evaluate` that decodes on `loop` where it can (see the module comment), and
  * waits between tokens while `pause()` (the job holding the sequence now) is paused, as
@@ -305,25 +293,7 @@ export function fastEvaluate(sequence: LlamaContextSequence, loop: DecodeLoop, p
     if (inner.tokenPredictor != null || inner.needsCheckpoints) return yield* original(tokens, options);
     const { model } = inner;
     const sampler = model._takeSampler?.() ?? new model._llama._bindings.AddonSampler(model._model);
-    // As node-llama-cpp's LlamaSampler.applyConfig: DRY's sequence breakers go to the addon only when they change.
-    let breakers: unknown;
-    // The addon acts only on what changed, so a config equal to the last one is not passed again (the
-    // addon reads its ~30 properties each time); with a repeat penalty, the tokens change each time.
-    let applied: SamplerConfig | undefined;
-    // Options without functions (no repeat penalty, a fixed seed) resolve to the same config each time.
-    const functions = [options.repeatPenalty && options.repeatPenalty.punishTokens, options.grammarEvaluationState, options.tokenBias];
-    const fixed = Number.isFinite(options.seed) && !functions.some((o) => typeof o === "function");
-    const configure = () => {
-      if (fixed && applied) return;
-      const config = inner._resolveSamplerConfig(options) as SamplerConfig;
-      if (config.dryRepeatPenaltyStrength != null && Array.isArray(config.dryRepeatPenaltySequenceBreakers)) {
-        if (config.dryRepeatPenaltySequenceBreakers === breakers) config.dryRepeatPenaltySequenceBreakers = false;
-        else breakers = config.dryRepeatPenaltySequenceBreakers;
-      }
-      if (applied && sameConfig(applied, config)) return;
-      sampler.applyConfig(config);
-      applied = config;
-    };
+    const configure = samplerConfigurer(sampler, options, () => inner._resolveSamplerConfig(options));
     let pending = tokens;
     try {
       while (pending.length > 0) {
