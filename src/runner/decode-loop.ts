@@ -9,8 +9,9 @@
  * step puts every waiting sequence's tokens into one batch (continuing generations first, then
  * prompts up to the batch size, or up to their time slice of it while generations run), decodes it,
  * samples each sequence's next token right behind the decode on the same libuv thread, and hands
- * the tokens back. The next step starts once every generation that goes on has queued its next token. It holds node-llama-cpp's context lock for
- * each step, so decodes node-llama-cpp dispatches itself (the cases below) never overlap it.
+ * the tokens back. The next step starts once every generation that goes on has queued its next
+ * token. It holds node-llama-cpp's context lock for each step, so decodes node-llama-cpp dispatches
+ * itself (the cases below) never overlap it.
  *
  * The sampling is node-llama-cpp's own (`_resolveSamplerConfig` per token, one sampler per
  * evaluation), so temperature, top-k/p, min-p, seeds, repeat penalties, token biases and grammars
