@@ -7,11 +7,12 @@
  *
  * {@link fastEvaluate} gives a sequence an `evaluate` of its own built on a {@link DecodeLoop}: each
  * step puts every waiting sequence's tokens into one batch (continuing generations first, then
- * prompts up to the batch size, or up to their time slice of it while generations run), decodes it,
- * samples each sequence's next token right behind the decode on the same libuv thread, and hands
- * the tokens back. The next step starts once every generation that goes on has queued its next
- * token. It holds node-llama-cpp's context lock for each step, so decodes node-llama-cpp dispatches
- * itself (the cases below) never overlap it.
+ * prompts up to the batch size, or up to their time slice of it while generations run; a prompt's
+ * piece that goes on past the step decodes just before, on its own), decodes it, samples each
+ * sequence's next token right behind the decode on the same libuv thread, and hands the tokens back.
+ * The next step starts once every generation that goes on has queued its next token. It holds
+ * node-llama-cpp's context lock for each step, so decodes node-llama-cpp dispatches itself (the
+ * cases below) never overlap it.
  *
  * The sampling is node-llama-cpp's own (`_resolveSamplerConfig` per token, one sampler per
  * evaluation), so temperature, top-k/p, min-p, seeds, repeat penalties, token biases and grammars
@@ -25,7 +26,7 @@
 import { DisposedError, withLock } from "lifecycle-utils";
 import type { LlamaContext, LlamaContextSequence, Token, TokenMeter } from "node-llama-cpp";
 import type { PauseSwitch } from "./flow.js";
-import { PrefillBudget } from "./prefill-budget.js";
+import { PrefillBudget, promptPiece } from "./prefill-budget.js";
 import { samplerConfigurer, type AddonSampler } from "./sampler-config.js";
 
 type Evaluate = LlamaContextSequence["evaluate"];
@@ -165,10 +166,9 @@ export class DecodeLoop {
     const addon = context._ctx;
     // Ascending sequence ids: llama.cpp puts only consecutive increasing ids in one ubatch (see patches/).
     items.sort((a, b) => a.request.sequence._sequenceId - b.request.sequence._sequenceId);
-    let decoded: Promise<void>;
-    try {
-      addon.initBatch(items.reduce((sum, item) => sum + item.count, 0));
-      for (const item of items) {
+    const queue = (batch: readonly Item[]): Promise<void> => {
+      addon.initBatch(batch.reduce((sum, item) => sum + item.count, 0));
+      for (const item of batch) {
         const { request, count } = item;
         const { sequence } = request;
         const last = request.done + count === request.tokens.length;
@@ -179,9 +179,35 @@ export class DecodeLoop {
         sequence.tokenMeter.useTokens(last ? count - 1 : count, "input");
         sequence.tokenMeter.useTokens(last ? 1 : 0, "output");
       }
-      decoded = addon.decodeBatch();
+      return addon.decodeBatch();
+    };
+    // Prompt pieces that need no logits go first, in a decode of their own. In one batch with other
+    // sequences' tokens, llama.cpp's split of a batch across per-sequence caches puts one token of a
+    // piece in the others' micro-batch (whose attention then spans the piece's whole context) and
+    // computes the rest one token short, below the size of ggml's tiled CPU flash attention
+    // (GGML_FA_TILE_Q) when the piece is at it. The rest, whose logits are sampled, decode after it.
+    const ahead = items.filter((item) => item.request.done + item.count < item.request.tokens.length);
+    const rest = items.filter((item) => !ahead.includes(item));
+    const split = ahead.length > 0 && rest.length > 0;
+    let decoded: Promise<void>;
+    try {
+      decoded = queue(split ? ahead : items);
     } catch (err) {
       return this.fail(items, err); // nothing was queued
+    }
+    const now = performance.now();
+    this.onDecode?.(now - this.lastDecodeAt);
+    this.lastDecodeAt = now;
+    let restAt = now;
+    if (split) {
+      try {
+        await decoded;
+        restAt = performance.now();
+        this.prefill.observe(ahead.reduce((sum, item) => sum + item.count, 0), 0, restAt - now);
+        decoded = queue(rest);
+      } catch (err) {
+        return this.fail(items, err); // what the first decode added is removed with the rest
+      }
     }
     // Sampling starts each sequence's sampler (its config can throw: that request fails alone).
     const startSampling = () => {
@@ -196,17 +222,15 @@ export class DecodeLoop {
       }
     };
     if (sampleBehindDecode) startSampling();
-    const now = performance.now();
-    this.onDecode?.(now - this.lastDecodeAt);
-    this.lastDecodeAt = now;
     try {
       await decoded;
     } catch (err) {
       await Promise.allSettled(items.flatMap((item) => item.sampled ?? []));
       return this.fail(items, err);
     }
-    const singles = items.filter((item) => item.count === 1).length;
-    this.prefill.observe(items.reduce((sum, item) => sum + item.count, 0) - singles, singles, performance.now() - now);
+    const last = split ? rest : items;
+    const singles = last.filter((item) => item.count === 1).length;
+    this.prefill.observe(last.reduce((sum, item) => sum + item.count, 0) - singles, singles, performance.now() - restAt);
     if (!sampleBehindDecode) startSampling();
     for (const item of items) {
       const { request, count } = item;
@@ -230,7 +254,8 @@ export class DecodeLoop {
    * order they came, up to the batch size. With a KV cache per sequence, llama.cpp computes a batch
    * that mixes single tokens with prompt ends as separate micro-batches anyway and hands out every
    * logit at the end: the prompt ends go alone first (their sequences get a first token one step
-   * sooner, at no cost), and the single tokens in the next step, never deferred twice in a row. A
+   * sooner, at no cost), and the single tokens in the next step with no prompt beside them, never
+   * deferred twice in a row. A
    * prompt that goes on past this batch shares it, so that no generation stalls behind a long prompt,
    * and while generations run, prompts take only their time budget of it (runner/prefill-budget.ts).
    */
@@ -242,18 +267,21 @@ export class DecodeLoop {
     }
     const ordered = [...this.queue.filter((r) => r.tokens.length - r.done === 1), ...this.queue.filter((r) => r.tokens.length - r.done !== 1)];
     const items: Item[] = [];
+    const generating = ordered[0] !== undefined && ordered[0].tokens.length - ordered[0].done === 1;
+    const deferredBefore = this.deferredSingles;
+    this.deferredSingles = false;
     let room = batchSize;
-    let promptRoom = this.prefill.tokens(batchSize, ordered[0] !== undefined && ordered[0].tokens.length - ordered[0].done === 1);
+    // Singles deferred by the last step go alone now: their gap spans one prompt share, not two.
+    let promptRoom = deferredBefore && generating ? 0 : this.prefill.tokens(batchSize, generating);
     for (const request of ordered) {
       const left = request.tokens.length - request.done;
-      const count = Math.min(room, left === 1 ? 1 : promptRoom, left);
-      if (count === 0) break;
+      let count = Math.min(room, left === 1 ? 1 : promptRoom, left);
+      if (left > 1 && generating) count = promptPiece(left, count, room);
+      if (count <= 0) continue;
       items.push({ request, count });
       room -= count;
       if (left > 1) promptRoom -= count;
     }
-    const deferredBefore = this.deferredSingles;
-    this.deferredSingles = false;
     const several = items.filter((item) => item.count > 1);
     const continues = several.some((item) => item.request.done + item.count < item.request.tokens.length);
     if (deferredBefore || several.length === 0 || several.length === items.length || continues) return items;

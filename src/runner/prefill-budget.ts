@@ -10,12 +10,13 @@
  */
 
 /** The prompt share of a step while generations run, in milliseconds of decoding. */
-export const SLICE_MS = 50;
+export const SLICE_MS = 80;
 /**
- * The fewest prompt tokens a step takes: in smaller steps a CPU decodes a prompt much slower per
- * token (ggml's matrix kernels work in tiles; docs/benchmarks.md, mixed load).
+ * The fewest prompt tokens a step takes: ggml's CPU kernels work in tiles (its tiled flash attention
+ * takes 64 query rows, GGML_FA_TILE_Q), and in smaller pieces a CPU decodes a prompt much slower per
+ * token, the more so the longer its context (docs/benchmarks.md, mixed load).
  */
-export const MIN_TOKENS = 128;
+export const MIN_TOKENS = 64;
 /** Weight of the newest step in the running estimate of a prompt token's cost. */
 const NEWEST = 0.3;
 
@@ -50,4 +51,17 @@ export class PrefillBudget {
 
 function average(old: number | undefined, sample: number): number {
   return old === undefined ? sample : old * (1 - NEWEST) + sample * NEWEST;
+}
+
+/**
+ * How many of a prompt's `left` tokens a step beside generations takes, `count` being what its
+ * budget and the batch (`room`) allow: no piece smaller than {@link MIN_TOKENS} unless it is the
+ * prompt's whole rest, and none that leaves a smaller rest (the piece before the last leaves
+ * exactly that many, or a rest too short to split goes at once).
+ */
+export function promptPiece(left: number, count: number, room: number): number {
+  if (count < left && count < MIN_TOKENS) return 0;
+  const after = left - count;
+  if (after === 0 || after >= MIN_TOKENS) return count;
+  return left >= 2 * MIN_TOKENS ? left - MIN_TOKENS : Math.min(left, room);
 }

@@ -6,7 +6,7 @@
 import type { LlamaContext } from "node-llama-cpp";
 import t from "tap";
 import { DecodeLoop } from "../../src/runner/decode-loop.js";
-import { MIN_TOKENS, PrefillBudget, SLICE_MS } from "../../src/runner/prefill-budget.js";
+import { MIN_TOKENS, PrefillBudget, promptPiece, SLICE_MS } from "../../src/runner/prefill-budget.js";
 
 t.test("the budget: the whole batch alone or before any estimate, the time slice beside generations", async (t) => {
   const budget = new PrefillBudget();
@@ -33,18 +33,31 @@ t.test("the budget: the whole batch alone or before any estimate, the time slice
   t.equal(mixed.tokens(4096, true), Math.floor(SLICE_MS / 0.1), "a mixed step's prompt cost is its time less its generations'");
 });
 
-/** A context whose addon records each step's batch: [sequence id, token count] per entry. */
+t.test("a prompt's pieces beside generations: none smaller than MIN_TOKENS unless the whole rest", async (t) => {
+  const m = MIN_TOKENS;
+  t.equal(promptPiece(10 * m, 2 * m, 512), 2 * m, "a budgeted piece that leaves enough: as it is");
+  t.equal(promptPiece(m / 2, m / 2, 512), m / 2, "a short rest goes whole");
+  t.equal(promptPiece(10 * m, m / 2, 512), 0, "a piece smaller than MIN_TOKENS of a longer prompt: none this step");
+  t.equal(promptPiece(3 * m, 2 * m + 8, 512), 2 * m, "a piece that would leave too little leaves MIN_TOKENS");
+  t.equal(promptPiece(m + 8, m, 512), m + 8, "a rest too short to split goes at once");
+  t.equal(promptPiece(m + 8, m, m + 4), m + 4, "never more than the batch holds");
+});
+
+/** A decode: [sequence id, token count, whether a logit is asked for] per entry. */
+type Decode = [number, number, boolean][];
+
+/** A context whose addon records each decode. */
 function fakeContext(batchSize: number) {
-  const steps: [number, number][][] = [];
-  let batch: [number, number][] = [];
+  const decodes: Decode[] = [];
+  let batch: Decode = [];
   const addon = {
     initBatch: () => void (batch = []),
     addToBatch: (id: number, _first: number, tokens: Uint32Array, logits: Uint32Array) => {
-      batch.push([id, tokens.length]);
+      batch.push([id, tokens.length, logits.length > 0]);
       return Uint32Array.from(logits, (_, i) => i);
     },
     decodeBatch: () => {
-      steps.push(batch);
+      decodes.push(batch);
       return new Promise<void>((resolve) => setImmediate(resolve));
     },
     sampleToken: () => Promise.resolve(7),
@@ -58,12 +71,12 @@ function fakeContext(batchSize: number) {
     tokenMeter: { useTokens: () => undefined },
     disposed: false,
   });
-  return { context, steps, sequence };
+  return { context, decodes, sequence };
 }
 
-t.test("the decode loop gives a prompt only its budget while a generation runs", async (t) => {
-  const { context, steps, sequence } = fakeContext(512);
-  const budget = { observe: () => undefined, tokens: (size: number, generating: boolean) => (generating ? 40 : size) };
+t.test("the decode loop gives a prompt only its budget while a generation runs, in decodes of its own", async (t) => {
+  const { context, decodes, sequence } = fakeContext(512);
+  const budget = { observe: () => undefined, tokens: (size: number, generating: boolean) => (generating ? MIN_TOKENS : size) };
   const loop = new DecodeLoop(context, undefined, budget);
   type Next = (s: unknown, tokens: number[], sample: (logit: number) => Promise<number>) => Promise<number>;
   const next = loop.next.bind(loop) as unknown as Next;
@@ -71,7 +84,7 @@ t.test("the decode loop gives a prompt only its budget while a generation runs",
   const stream = sequence(0);
   const prompt = sequence(1);
 
-  // The stream generates token after token; the 200-token prompt arrives while it runs.
+  // The stream generates token after token; the prompt arrives while it runs.
   let generated = 0;
   const running = (async () => {
     while (generated < 12) {
@@ -80,20 +93,38 @@ t.test("the decode loop gives a prompt only its budget while a generation runs",
     }
   })();
   await new Promise((r) => setImmediate(r));
-  await next(prompt, Array.from({ length: 200 }, (_, i) => i + 10), sample);
+  const length = 3 * MIN_TOKENS + 8;
+  await next(prompt, Array.from({ length }, (_, i) => i + 10), sample);
   await running;
 
-  const promptSteps = steps.filter((s) => s.some(([id]) => id === 1));
-  t.ok(promptSteps.length >= 5, `the prompt took ${promptSteps.length} steps of at most 40 tokens`);
-  for (const s of promptSteps) {
-    const tokens = s.find(([id]) => id === 1)![1];
-    t.ok(tokens <= 40, `a step took ${tokens} of the prompt's tokens`);
+  const pieces = decodes.flatMap((d, i) => d.filter(([id]) => id === 1).map(([, tokens, logit]) => ({ at: i, tokens, logit })));
+  t.same(
+    pieces.map((p) => p.tokens),
+    [MIN_TOKENS, MIN_TOKENS, MIN_TOKENS + 8],
+    "budgeted pieces, the last one leaving no rest smaller than MIN_TOKENS",
+  );
+  for (const { at } of pieces.filter((p) => !p.logit)) {
+    t.same(
+      decodes[at]!.map(([id]) => id),
+      [1],
+      `a piece that needs no logit decodes alone (decode ${at})`,
+    );
+    t.same(decodes[at + 1], [[0, 1, true]], "and the stream's token right after it, in the same step");
   }
-  const shared = promptSteps.filter((s) => s.some(([id]) => id === 0)).length;
-  t.ok(shared >= promptSteps.length - 1, `the stream's token rode along in ${shared} of the prompt's ${promptSteps.length} steps`);
+  for (let i = 1; i < pieces.length; i++)
+    t.ok(
+      decodes.slice(pieces[i - 1]!.at + 1, pieces[i]!.at).some((d) => d.some(([id]) => id === 0)),
+      `the stream has a token between the prompt's pieces ${i} and ${i + 1}`,
+    );
+  const end = pieces.at(-1)!.at;
+  t.same(decodes[end + 1], [[0, 1, true]], "after the prompt's last piece went alone, the stream's token goes with no prompt beside it");
 
   // Alone, a prompt takes the whole batch.
-  steps.length = 0;
+  decodes.length = 0;
   await next(sequence(2), Array.from({ length: 600 }, (_, i) => i + 10), sample);
-  t.same(steps.map((s) => s[0]![1]), [512, 88], "a prompt with no generation beside it: batch-sized steps");
+  t.same(
+    decodes.map((d) => d[0]![1]),
+    [512, 88],
+    "a prompt with no generation beside it: batch-sized steps",
+  );
 });
