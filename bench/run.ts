@@ -554,6 +554,9 @@ async function only(modelFile: string, section: Exclude<Section, "single" | "mem
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  // fetch's own error says only "fetch failed": its cause says what the connection met.
+  const inner = err instanceof Error ? err.cause : undefined;
+  const cause = inner === undefined ? "" : `\ncaused by: ${inner instanceof Error ? (inner.stack ?? inner.message) : String(inner)}`;
+  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}${cause}\n`);
   process.exit(1);
 });
