@@ -255,9 +255,9 @@ export class DecodeLoop {
    * that mixes single tokens with prompt ends as separate micro-batches anyway and hands out every
    * logit at the end: the prompt ends go alone first (their sequences get a first token one step
    * sooner, at no cost), and the single tokens in the next step with no prompt beside them, never
-   * deferred twice in a row. A
-   * prompt that goes on past this batch shares it, so that no generation stalls behind a long prompt,
-   * and while generations run, prompts take only their time budget of it (runner/prefill-budget.ts).
+   * deferred twice in a row. A prompt that goes on past this batch shares it, so that no generation
+   * stalls behind a long prompt, and while generations run, prompts take only their time budget of
+   * it, in pieces of at least MIN_TOKENS (runner/prefill-budget.ts).
    */
   private select(batchSize: number): Item[] {
     for (const request of [...this.queue]) {
