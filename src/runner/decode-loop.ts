@@ -273,10 +273,12 @@ export class DecodeLoop {
     let room = batchSize;
     // Singles deferred by the last step go alone now: their gap spans one prompt share, not two.
     let promptRoom = deferredBefore && generating ? 0 : this.prefill.tokens(batchSize, generating);
+    /** What the batch holds for prompts once this step's generations are in. */
+    let promptBatch: number | undefined;
     for (const request of ordered) {
       const left = request.tokens.length - request.done;
       let count = Math.min(room, left === 1 ? 1 : promptRoom, left);
-      if (left > 1 && generating) count = promptPiece(left, count, room);
+      if (left > 1 && generating) count = promptPiece(left, count, room, (promptBatch ??= room));
       if (count <= 0) continue;
       items.push({ request, count });
       room -= count;

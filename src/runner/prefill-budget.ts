@@ -55,13 +55,15 @@ function average(old: number | undefined, sample: number): number {
 
 /**
  * How many of a prompt's `left` tokens a step beside generations takes, `count` being what its
- * budget and the batch (`room`) allow: no piece smaller than {@link MIN_TOKENS} unless it is the
- * prompt's whole rest, and none that leaves a smaller rest (the piece before the last leaves
- * exactly that many, or a rest too short to split goes at once).
+ * budget and the batch (`room` now, `forPrompts` once the step's generations were in) allow: no
+ * piece smaller than {@link MIN_TOKENS} (or than a smaller batch) unless it is the prompt's whole
+ * rest, and none that leaves a smaller rest (the piece before the last leaves exactly that many, or
+ * a rest too short to split goes at once).
  */
-export function promptPiece(left: number, count: number, room: number): number {
-  if (count < left && count < MIN_TOKENS) return 0;
+export function promptPiece(left: number, count: number, room: number, forPrompts: number): number {
+  const least = Math.min(MIN_TOKENS, forPrompts);
+  if (count < left && count < least) return 0;
   const after = left - count;
-  if (after === 0 || after >= MIN_TOKENS) return count;
-  return left >= 2 * MIN_TOKENS ? left - MIN_TOKENS : Math.min(left, room);
+  if (after === 0 || after >= least) return count;
+  return left >= 2 * least ? left - least : Math.min(left, room);
 }

@@ -35,12 +35,13 @@ t.test("the budget: the whole batch alone or before any estimate, the time slice
 
 t.test("a prompt's pieces beside generations: none smaller than MIN_TOKENS unless the whole rest", async (t) => {
   const m = MIN_TOKENS;
-  t.equal(promptPiece(10 * m, 2 * m, 512), 2 * m, "a budgeted piece that leaves enough: as it is");
-  t.equal(promptPiece(m / 2, m / 2, 512), m / 2, "a short rest goes whole");
-  t.equal(promptPiece(10 * m, m / 2, 512), 0, "a piece smaller than MIN_TOKENS of a longer prompt: none this step");
-  t.equal(promptPiece(3 * m, 2 * m + 8, 512), 2 * m, "a piece that would leave too little leaves MIN_TOKENS");
-  t.equal(promptPiece(m + 8, m, 512), m + 8, "a rest too short to split goes at once");
-  t.equal(promptPiece(m + 8, m, m + 4), m + 4, "never more than the batch holds");
+  t.equal(promptPiece(10 * m, 2 * m, 512, 512), 2 * m, "a budgeted piece that leaves enough: as it is");
+  t.equal(promptPiece(m / 2, m / 2, 512, 512), m / 2, "a short rest goes whole");
+  t.equal(promptPiece(10 * m, m / 2, 512, 512), 0, "a piece smaller than MIN_TOKENS of a longer prompt: none this step");
+  t.equal(promptPiece(3 * m, 2 * m + 8, 512, 512), 2 * m, "a piece that would leave too little leaves MIN_TOKENS");
+  t.equal(promptPiece(m + 8, m, 512, 512), m + 8, "a rest too short to split goes at once");
+  t.equal(promptPiece(m + 8, m, m + 4, 512), m + 4, "never more than the batch holds");
+  t.equal(promptPiece(10 * m, 16, 16, 16), 16, "a batch smaller than MIN_TOKENS: pieces of the batch");
 });
 
 /** A decode: [sequence id, token count, whether a logit is asked for] per entry. */
@@ -118,6 +119,22 @@ t.test("the decode loop gives a prompt only its budget while a generation runs, 
     );
   const end = pieces.at(-1)!.at;
   t.same(decodes[end + 1], [[0, 1, true]], "after the prompt's last piece went alone, the stream's token goes with no prompt beside it");
+
+  // A batch smaller than MIN_TOKENS still moves a prompt beside a running stream.
+  const small = fakeContext(16);
+  const smallLoop = new DecodeLoop(small.context, undefined, budget);
+  const smallNext = smallLoop.next.bind(smallLoop) as unknown as Next;
+  let more = 0;
+  const stillRunning = (async () => {
+    while (more < 12) {
+      await smallNext(small.sequence(0), [1], sample);
+      more++;
+    }
+  })();
+  await new Promise((r) => setImmediate(r));
+  await smallNext(small.sequence(1), Array.from({ length: 40 }, (_, i) => i + 10), sample);
+  t.ok(more < 12, `with num_batch 16 the prompt was decoded while the stream ran (${more} of its 12 tokens before)`);
+  await stillRunning;
 
   // Alone, a prompt takes the whole batch.
   decodes.length = 0;
