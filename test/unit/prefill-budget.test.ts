@@ -120,6 +120,29 @@ t.test("the decode loop gives a prompt only its budget while a generation runs, 
   const end = pieces.at(-1)!.at;
   t.same(decodes[end + 1], [[0, 1, true]], "after the prompt's last piece went alone, the stream's token goes with no prompt beside it");
 
+  // Two prompts arrive together while the stream runs: the first, short, goes alone as its own
+  // last piece (the stream's token waits one step); that next step holds the stream's token and
+  // no piece of the second prompt, so the stream's gap spans one prompt share, not two.
+  const two = fakeContext(512);
+  const twoLoop = new DecodeLoop(two.context, undefined, budget);
+  const twoNext = twoLoop.next.bind(twoLoop) as unknown as Next;
+  let streamed = 0;
+  const streaming = (async () => {
+    while (streamed < 12) {
+      await twoNext(two.sequence(0), [1], sample);
+      streamed++;
+    }
+  })();
+  await new Promise((r) => setImmediate(r));
+  await Promise.all([
+    twoNext(two.sequence(1), Array.from({ length: 40 }, (_, i) => i + 10), sample),
+    twoNext(two.sequence(2), Array.from({ length: 4 * MIN_TOKENS }, (_, i) => i + 10), sample),
+  ]);
+  await streaming;
+  const shortEnd = two.decodes.findIndex((d) => d.some(([id]) => id === 1));
+  t.same(two.decodes[shortEnd], [[1, 40, true]], "the short prompt goes alone as its last piece");
+  t.same(two.decodes[shortEnd + 1], [[0, 1, true]], "the deferred stream token goes next, with no prompt beside it");
+
   // A batch smaller than MIN_TOKENS still moves a prompt beside a running stream.
   const small = fakeContext(16);
   const smallLoop = new DecodeLoop(small.context, undefined, budget);
