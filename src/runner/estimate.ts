@@ -8,6 +8,7 @@
 import { GgmlType, GgufInsights, readGgufFileInfo, type Llama } from "node-llama-cpp";
 import type { LoadSpec, MemoryEstimate } from "./types.js";
 import { flashAttentionFor } from "./attention.js";
+import { batchSizeFor } from "./batch.js";
 
 /** Estimates RAM and VRAM for `spec`; resolves `gpuLayers` "auto" the way node-llama-cpp would. */
 export async function estimateLoad(llama: Llama, spec: LoadSpec): Promise<MemoryEstimate> {
@@ -17,11 +18,12 @@ export async function estimateLoad(llama: Llama, spec: LoadSpec): Promise<Memory
   const contextSize = Math.min(spec.contextSize, trainContext || spec.contextSize);
   const model = await insights.estimateModelResourceRequirementsV2({ gpuLayers });
   const flashAttention = flashAttentionFor(spec, insights, gpuLayers);
+  const batchSize = batchSizeFor({ ...spec, contextSize }, gpuLayers);
   const context = await insights.estimateContextResourceRequirementsV2({
     contextSize,
     modelGpuLayers: gpuLayers,
     sequences: spec.sequences,
-    ...(spec.batchSize === undefined ? {} : { batchSize: spec.batchSize }),
+    ...(batchSize === undefined ? {} : { batchSize }),
     ...(flashAttention === undefined ? {} : { flashAttention }),
     ...(kvType(spec) === undefined ? {} : { kvCacheKeyType: kvType(spec), kvCacheValueType: kvType(spec) }),
   });

@@ -2,10 +2,12 @@
  * Ollama's runner options reach the load (they were accepted and not used): `num_thread` (over
  * SERVICE_THREADS and the free-core rule), `num_batch` (the context's prompt batch) and `use_mmap`
  * (memory-mapped weights), from a model's PARAMETERs or a request's options; a request that asks
- * for other ones reloads the model, as a different num_ctx does.
+ * for other ones reloads the model, as a different num_ctx does. Without `num_batch`, a model on
+ * the CPU gets a batch of 256 (src/runner/batch.ts).
  */
 import { readFileSync } from "node:fs";
 import t from "tap";
+import { CPU_BATCH } from "../../src/runner/batch.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
 
 t.test("num_thread, num_batch and use_mmap reach the runner", async (t) => {
@@ -25,6 +27,7 @@ t.test("num_thread, num_batch and use_mmap reach the runner", async (t) => {
 
   const plain = await generate("plain");
   t.same([plain.threads, plain.mapped], [1, true], "SERVICE_THREADS (1 in tests), the weights memory-mapped");
+  t.equal(plain.batchSize, CPU_BATCH, "no num_batch on the CPU: a batch of 256, not node-llama-cpp's 512");
   const tuned = await generate("tuned");
   t.same(tuned, { threads: 2, batchSize: 64, mapped: false, pid: tuned.pid }, "the model's PARAMETERs: 2 threads, a batch of 64, weights read into memory");
   const asked = await generate("tuned", { num_thread: 1, num_batch: 32 });

@@ -13,6 +13,7 @@ import { thoughtTags } from "../thinking-form.js";
 import { installLinearTokenizer } from "../tokens.js";
 import { estimateLoad } from "../estimate.js";
 import { flashAttentionFor } from "../attention.js";
+import { batchSizeFor } from "../batch.js";
 import { openLlama } from "../engine.js";
 import { autoThreads } from "../../cpu.js";
 import { slotPredictors, type DraftResources } from "../speculative.js";
@@ -88,12 +89,13 @@ export async function loadModel(requested: LoadSpec, host: LoadHost): Promise<Lo
   }
   let context: LlamaContext;
   const contextSize = Math.min(spec.contextSize, model.trainContextSize || spec.contextSize);
+  const batchSize = batchSizeFor({ ...spec, contextSize }, model.gpuLayers);
   try {
     context = await model.createContext({
       contextSize,
       sequences: spec.sequences,
       threads: spec.threads,
-      ...(spec.batchSize === undefined ? {} : { batchSize: spec.batchSize }),
+      ...(batchSize === undefined ? {} : { batchSize }),
       ...(spec.lora?.length ? { lora: { adapters: spec.lora.map((filePath) => ({ filePath })) } } : {}),
       ...cacheOptions({ ...spec, flashAttention: flashAttentionFor(spec, model.fileInsights, model.gpuLayers) }),
     });
