@@ -276,6 +276,8 @@ async function main(): Promise<void> {
   const r: Record<string, number[]> = {};
   const add = (k: string, v: number) => (r[k] ??= []).push(v);
   const promptTokens = args.quick ? 256 : 512;
+  /** Fresh prompts a side each round for the prefill rows. */
+  const PREFILLS = 3;
   let rss = { loaded: NaN, runner: NaN };
   let rps = { lmd: NaN, bare: NaN };
   let offload = "";
@@ -287,36 +289,38 @@ async function main(): Promise<void> {
     if (half === 0) rss = sides.rss;
     for (const end = round + count; round < end; round++) {
       log(`round ${round + 1}/${rounds}${half === 0 ? "" : " (started again: llama-server, direct, lmd)"}`);
-      // Single stream and prefill, the three sides in an order that rotates each round.
+      // Single stream, then prefill (a few fresh prompts a side: one prompt is a third of a second,
+      // short enough for the host's drift to swing it by a fifth), the sides in an order that rotates.
       const single: (() => Promise<void>)[] = [
-        async () => {
-          add("decode.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 1, sampling)));
-          await settle();
+        async () => void add("decode.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 1, sampling))),
+        async () => void add("decode.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 1 }))),
+      ];
+      const prefill: ((salt: number) => Promise<void>)[] = [
+        async (salt) => {
           const pl = await lmdGenerate(lmd.url, {
             model: "bench",
-            prompt: prose(promptTokens, round),
+            prompt: prose(promptTokens, salt),
             raw: true,
             stream: true,
             options: { ...sampling, num_predict: 1 },
           });
           add("prefill.lmd", pl.promptEvalCount / (pl.ttftMs / 1000));
         },
-        async () => {
-          add("decode.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 1 })));
-          await settle();
-          const pd = await direct.call<{ ms: number; promptTokens: number }>({ op: "ttft", prompt: prose(promptTokens, round + 1000) });
+        async (salt) => {
+          const pd = await direct.call<{ ms: number; promptTokens: number }>({ op: "ttft", prompt: prose(promptTokens, salt + 1000) });
           add("prefill.direct", pd.promptTokens / (pd.ms / 1000));
         },
       ];
       if (server) {
-        single.push(async () => {
-          add("decode.llama-server", await llamaServerDecode(server.url, "Once upon a time", tokens, sampling));
-          await settle();
-          add("prefill.llama-server", await llamaServerPrefill(server.url, prose(promptTokens, round + 3000), sampling));
-        });
+        single.push(async () => void add("decode.llama-server", await llamaServerDecode(server.url, "Once upon a time", tokens, sampling)));
+        prefill.push(async (salt) => void add("prefill.llama-server", await llamaServerPrefill(server.url, prose(promptTokens, salt + 3000), sampling)));
       }
       // Each workload starts on idle CPUs (bench/procs.ts, settle).
       for (let i = 0; i < single.length; i++) await settle().then(single[(round + i) % single.length]!);
+      for (let p = 0; p < PREFILLS; p++) {
+        const salt = round * PREFILLS + p;
+        for (let i = 0; i < prefill.length; i++) await settle().then(() => prefill[(salt + i) % prefill.length]!(salt));
+      }
       await settle();
       add("agg4.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 4, sampling)));
       await settle();

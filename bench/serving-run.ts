@@ -60,6 +60,8 @@ export const median = (xs: number[]) => {
   const m = Math.floor(s.length / 2);
   return s.length === 0 ? NaN : s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
+/** Aggregate runs a side in each serving round. */
+const AGGREGATE_RUNS = 3;
 /** A new request with no first token after this long while others stream is counted as starved. */
 const STARVED_MS = 10_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -117,11 +119,12 @@ async function measure(
   // the decoding threads (docs/benchmarks.md, "Method"); llama-server has no such ramp.
   const warmUps = Math.max(2, Math.ceil(ctx.warmUpTokens / (n * ctx.tokens)));
   for (let warmup = -warmUps; warmup < 0; warmup++) for (const [kind, url] of targets) await decode(kind, url, warmup).then(() => undefined);
-  for (let round = from; round < to; round++) {
-    // Alternate which server goes first, so a drift in the machine's speed falls on both.
-    for (const [kind, url] of round % 2 ? [...targets].reverse() : targets) {
+  // A few runs a side each round (one run is a second or two, short enough for the host's drift to
+  // swing it by several per cent), alternating which server goes first so a drift falls on both.
+  for (let run = from * AGGREGATE_RUNS; run < to * AGGREGATE_RUNS; run++) {
+    for (const [kind, url] of run % 2 ? [...targets].reverse() : targets) {
       await settle();
-      const streams: Stream[] = await decode(kind, url, round);
+      const streams: Stream[] = await decode(kind, url, run);
       add(`agg${n}.${kind}`, aggregateRate(streams, ctx.tokens));
       // How long the last stream waited for its first token after the first stream got one: all n
       // should decode together, so this should be about one prompt evaluation, not a stream's length.
