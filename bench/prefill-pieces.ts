@@ -13,13 +13,7 @@
 import { parseArgs } from "node:util";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { flashAttentionFor } from "../src/runner/attention.js";
-
-interface Addon {
-  initBatch(size: number): void;
-  addToBatch(sequenceId: number, firstTokenSequenceIndex: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array;
-  decodeBatch(): Promise<void>;
-  removeTokenCellsFromSequence(sequenceId: number, startPos: number, endPos: number): boolean;
-}
+import type { AddonContext as Addon } from "../src/runner/decode-loop.js";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,

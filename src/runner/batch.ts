@@ -1,9 +1,10 @@
 /**
  * The prompt batch a context gets when neither the model nor the request sets `num_batch`. On the
- * CPU, ggml computes each matrix product over the whole batch of activations at once: 256 tokens of
- * them fit the cores' caches better than 512 (llama.cpp's and node-llama-cpp's default, sized for
- * GPUs), and a prompt decodes as fast or a little faster (bench/prefill-batch.ts;
- * docs/benchmarks.md). A model with any layer on a GPU keeps node-llama-cpp's default.
+ * CPU, ggml computes each matrix product over the whole batch of activations at once (and, without
+ * flash attention, holds the batch's attention scores): 256 tokens of them fit the cores' caches
+ * better than 512 (llama.cpp's and node-llama-cpp's default, sized for GPUs), and a prompt decodes as
+ * fast or faster (bench/prefill-batch.ts; docs/benchmarks.md). A model with any layer on a GPU keeps
+ * node-llama-cpp's default.
  */
 import type { LoadSpec } from "./types.js";
 

@@ -32,8 +32,8 @@ import { samplerConfigurer, type AddonSampler } from "./sampler-config.js";
 type Evaluate = LlamaContextSequence["evaluate"];
 type EvaluateOptions = NonNullable<Parameters<Evaluate>[1]>;
 
-/** The addon calls the loop makes (node-llama-cpp's AddonContext and AddonSampler). */
-interface AddonContext {
+/** The addon calls the loop makes (node-llama-cpp's AddonContext and AddonSampler); bench/ times them directly. */
+export interface AddonContext {
   initBatch(size: number): void;
   addToBatch(sequenceId: number, firstTokenSequenceIndex: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array;
   decodeBatch(): Promise<void>;
