@@ -289,8 +289,8 @@ async function main(): Promise<void> {
     if (half === 0) rss = sides.rss;
     for (const end = round + count; round < end; round++) {
       log(`round ${round + 1}/${rounds}${half === 0 ? "" : " (started again: llama-server, direct, lmd)"}`);
-      // Single stream, then prefill (a few fresh prompts a side: one prompt is a third of a second,
-      // short enough for the host's drift to swing it by a fifth), the sides in an order that rotates.
+      // Single stream, then prefill (a few fresh prompts a side: one prompt is short enough for the
+      // host's drift to swing it widely), the sides in an order that rotates.
       const single: (() => Promise<void>)[] = [
         async () => void add("decode.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 1, sampling))),
         async () => void add("decode.direct", rate(await direct.call<DecodeResult>({ op: "decode", prompt: "Once upon a time", tokens, streams: 1 }))),

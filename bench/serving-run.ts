@@ -119,8 +119,8 @@ async function measure(
   // the decoding threads (docs/benchmarks.md, "Method"); llama-server has no such ramp.
   const warmUps = Math.max(2, Math.ceil(ctx.warmUpTokens / (n * ctx.tokens)));
   for (let warmup = -warmUps; warmup < 0; warmup++) for (const [kind, url] of targets) await decode(kind, url, warmup).then(() => undefined);
-  // A few runs a side each round (one run is a second or two, short enough for the host's drift to
-  // swing it by several per cent), alternating which server goes first so a drift falls on both.
+  // A few runs a side each round (one run is short enough for the host's drift to swing it), in
+  // turns, alternating which server goes first so a drift falls on both.
   for (let run = from * AGGREGATE_RUNS; run < to * AGGREGATE_RUNS; run++) {
     for (const [kind, url] of run % 2 ? [...targets].reverse() : targets) {
       await settle();

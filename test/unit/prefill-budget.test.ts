@@ -75,17 +75,15 @@ function fakeContext(batchSize: number) {
   return { context, decodes, sequence };
 }
 
-t.test("the decode loop gives a prompt only its budget while a generation runs, in decodes of its own", async (t) => {
-  const { context, decodes, sequence } = fakeContext(512);
-  const budget = { observe: () => undefined, tokens: (size: number, generating: boolean) => (generating ? MIN_TOKENS : size) };
-  const loop = new DecodeLoop(context, undefined, budget);
-  type Next = (s: unknown, tokens: number[], sample: (logit: number) => Promise<number>) => Promise<number>;
-  const next = loop.next.bind(loop) as unknown as Next;
-  const sample = () => Promise.resolve(7);
-  const stream = sequence(0);
-  const prompt = sequence(1);
+type Next = (s: unknown, tokens: number[], sample: (logit: number) => Promise<number>) => Promise<number>;
+const sample = () => Promise.resolve(7);
 
-  // The stream generates token after token; the prompt arrives while it runs.
+/** A decode loop on a fake context with sequence 0 generating 12 tokens, a step each, already started. */
+async function withStream(batchSize: number, budget: ConstructorParameters<typeof DecodeLoop>[2]) {
+  const fake = fakeContext(batchSize);
+  const loop = new DecodeLoop(fake.context, undefined, budget);
+  const next = loop.next.bind(loop) as unknown as Next;
+  const stream = fake.sequence(0);
   let generated = 0;
   const running = (async () => {
     while (generated < 12) {
@@ -94,6 +92,14 @@ t.test("the decode loop gives a prompt only its budget while a generation runs, 
     }
   })();
   await new Promise((r) => setImmediate(r));
+  return { ...fake, next, running, generated: () => generated };
+}
+
+t.test("the decode loop gives a prompt only its budget while a generation runs, in decodes of its own", async (t) => {
+  const budget = { observe: () => undefined, tokens: (size: number, generating: boolean) => (generating ? MIN_TOKENS : size) };
+  // The stream generates token after token; the prompt arrives while it runs.
+  const { decodes, sequence, next, running } = await withStream(512, budget);
+  const prompt = sequence(1);
   const length = 3 * MIN_TOKENS + 8;
   await next(prompt, Array.from({ length }, (_, i) => i + 10), sample);
   await running;
@@ -123,41 +129,22 @@ t.test("the decode loop gives a prompt only its budget while a generation runs, 
   // Two prompts arrive together while the stream runs: the first, short, goes alone as its own
   // last piece (the stream's token waits one step); that next step holds the stream's token and
   // no piece of the second prompt, so the stream's gap spans one prompt share, not two.
-  const two = fakeContext(512);
-  const twoLoop = new DecodeLoop(two.context, undefined, budget);
-  const twoNext = twoLoop.next.bind(twoLoop) as unknown as Next;
-  let streamed = 0;
-  const streaming = (async () => {
-    while (streamed < 12) {
-      await twoNext(two.sequence(0), [1], sample);
-      streamed++;
-    }
-  })();
-  await new Promise((r) => setImmediate(r));
+  const two = await withStream(512, budget);
   await Promise.all([
-    twoNext(two.sequence(1), Array.from({ length: 40 }, (_, i) => i + 10), sample),
-    twoNext(two.sequence(2), Array.from({ length: 4 * MIN_TOKENS }, (_, i) => i + 10), sample),
+    two.next(two.sequence(1), Array.from({ length: 40 }, (_, i) => i + 10), sample),
+    two.next(two.sequence(2), Array.from({ length: 4 * MIN_TOKENS }, (_, i) => i + 10), sample),
   ]);
-  await streaming;
+  await two.running;
   const shortEnd = two.decodes.findIndex((d) => d.some(([id]) => id === 1));
   t.same(two.decodes[shortEnd], [[1, 40, true]], "the short prompt goes alone as its last piece");
   t.same(two.decodes[shortEnd + 1], [[0, 1, true]], "the deferred stream token goes next, with no prompt beside it");
 
   // A batch smaller than MIN_TOKENS still moves a prompt beside a running stream.
-  const small = fakeContext(16);
-  const smallLoop = new DecodeLoop(small.context, undefined, budget);
-  const smallNext = smallLoop.next.bind(smallLoop) as unknown as Next;
-  let more = 0;
-  const stillRunning = (async () => {
-    while (more < 12) {
-      await smallNext(small.sequence(0), [1], sample);
-      more++;
-    }
-  })();
-  await new Promise((r) => setImmediate(r));
-  await smallNext(small.sequence(1), Array.from({ length: 40 }, (_, i) => i + 10), sample);
-  t.ok(more < 12, `with num_batch 16 the prompt was decoded while the stream ran (${more} of its 12 tokens before)`);
-  await stillRunning;
+  const small = await withStream(16, budget);
+  await small.next(small.sequence(1), Array.from({ length: 40 }, (_, i) => i + 10), sample);
+  const before = small.generated();
+  t.ok(before < 12, `with num_batch 16 the prompt was decoded while the stream ran (${before} of its 12 tokens before)`);
+  await small.running;
 
   // Alone, a prompt takes the whole batch.
   decodes.length = 0;
