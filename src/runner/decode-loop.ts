@@ -5,14 +5,12 @@
  * queued-decode bookkeeping, token meters, timers) that a small host takes from ggml's decoding
  * threads (docs/benchmarks/history.md, "lmd's own decode loop").
  *
- * `fastEvaluate` (runner/fast-evaluate.ts) gives a sequence an `evaluate` of its own built on a
- * {@link DecodeLoop}: each step puts every waiting sequence's tokens into one batch (continuing
- * generations first, then prompts up to the batch size, or up to their time slice of it while
- * generations run; a prompt's piece that goes on past the step decodes just before, on its own),
- * decodes it, samples each sequence's next token right behind the decode on the same libuv thread,
- * and hands the tokens back.
- * The next step starts once every generation that goes on has queued its next token; decoding ahead
- * (runner/decode-ahead.ts), as soon as the tokens are sampled, with each of them in it. It holds
+ * {@link fastEvaluate} gives a sequence an `evaluate` of its own built on a {@link DecodeLoop}: each
+ * step puts every waiting sequence's tokens into one batch (continuing generations first, then
+ * prompts up to the batch size, or up to their time slice of it while generations run; a prompt's
+ * piece that goes on past the step decodes just before, on its own), decodes it, samples each
+ * sequence's next token right behind the decode on the same libuv thread, and hands the tokens back.
+ * The next step starts once every generation that goes on has queued its next token. It holds
  * node-llama-cpp's context lock for each step, so decodes node-llama-cpp dispatches itself (the
  * cases below) never overlap it.
  *
@@ -26,13 +24,65 @@
  * `_resolveSamplerConfig`); the version is pinned.
  */
 import { DisposedError, withLock } from "lifecycle-utils";
-import type { LlamaContext, Token } from "node-llama-cpp";
-import { Provisional } from "./decode-ahead.js";
-import type { AddonContext, ContextInternals, Item, Request, SequenceInternals } from "./decode-types.js";
-import { PrefillBudget } from "./prefill-budget.js";
-import { selectStep } from "./step-select.js";
+import type { LlamaContext, LlamaContextSequence, Token, TokenMeter } from "node-llama-cpp";
+import type { PauseSwitch } from "./flow.js";
+import { PrefillBudget, promptPiece } from "./prefill-budget.js";
+import { samplerConfigurer, type AddonSampler } from "./sampler-config.js";
 
-export type { AddonContext } from "./decode-types.js";
+type Evaluate = LlamaContextSequence["evaluate"];
+type EvaluateOptions = NonNullable<Parameters<Evaluate>[1]>;
+
+/** The addon calls the loop makes (node-llama-cpp's AddonContext and AddonSampler); bench/ times them directly. */
+export interface AddonContext {
+  initBatch(size: number): void;
+  addToBatch(sequenceId: number, firstTokenSequenceIndex: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array;
+  decodeBatch(): Promise<void>;
+  sampleToken(batchLogitIndex: number, sampler: AddonSampler): Promise<number>;
+  removeTokenCellsFromSequence(sequenceId: number, startPos: number, endPos: number): boolean;
+}
+interface ContextInternals {
+  _ctx: AddonContext;
+  /** Set by the patched node-llama-cpp when a sequence erases tokens (see step). */
+  _yieldBeforeNextBatch?: boolean;
+  batchSize: number;
+  contextSize: number;
+}
+interface SequenceInternals {
+  _sequenceId: number;
+  _nextTokenIndex: number;
+  _contextTokens: Token[];
+  _resolveSamplerConfig(options: EvaluateOptions): unknown;
+  /** The patched node-llama-cpp keeps a sampler ready per model (patches/); without it one is made here. */
+  model: {
+    _takeSampler?(): AddonSampler; _prepareSampler?(): void; _model: unknown;
+    _llama: { _bindings: { AddonSampler: new (model: unknown) => AddonSampler } };
+  };
+  tokenPredictor: unknown;
+  tokenMeter: TokenMeter;
+  needsCheckpoints: boolean;
+  disposed: boolean;
+  context: ContextInternals;
+}
+
+/** One sequence's tokens waiting for a step; `sample` is the sampling of the last one's logits. */
+interface Request {
+  sequence: SequenceInternals;
+  tokens: Token[];
+  /** How many of `tokens` earlier steps have decoded (a prompt longer than the batch takes several). */
+  done: number;
+  /** Samples the token after the last one from the batch's logits at this index. */
+  sample: (logit: number) => Promise<number>;
+  resolve(token: number): void;
+  reject(err: unknown): void;
+}
+
+/** A request's part in one step: `count` of its tokens; `logit` where its last token is among them. */
+interface Item {
+  request: Request;
+  count: number;
+  logit?: number;
+  sampled?: Promise<number>;
+}
 
 /**
  * With a single libuv thread (a runner's UV_THREADPOOL_SIZE=1), native work runs in the order it is
@@ -54,24 +104,16 @@ export class DecodeLoop {
   private handedLast = false;
   /** The sequences the last step handed a token that have not asked for their next one yet. */
   private readonly awaited = new Set<SequenceInternals>();
-  /** Each sequence's token decoded ahead, until its generation asks for it or it is dropped. */
-  private readonly provisional = new Map<SequenceInternals, Request>();
-  /** Tokens sampled in the last step whose decode ahead is queued: handed over once the next step's decode is. */
-  private handoffs: (() => void)[] = [];
-  /** The step running now, settled when it ends. */
-  private stepping: Promise<void> = Promise.resolve();
 
   /**
    * @param onDecode called right after each decode is queued, with the time since the one before
    * (ms): the moment to write output gathered meanwhile, while the decode runs (runner/outbox.ts).
    * @param prefill how many prompt tokens a step takes beside running generations.
-   * @param decodesAhead decode each sampled token before its generation asks for it (runner/decode-ahead.ts).
    */
   constructor(
     private readonly context: LlamaContext,
     private readonly onDecode?: (sinceLastMs: number) => void,
     private readonly prefill: Pick<PrefillBudget, "observe" | "tokens"> = new PrefillBudget(),
-    readonly decodesAhead = false,
   ) {}
 
   /** True while a step is waiting for the context or decoding. */
@@ -79,45 +121,13 @@ export class DecodeLoop {
     return this.running;
   }
 
-  /**
-   * Decodes `tokens` after what the sequence holds; resolves to the token sampled after the last one.
-   * `ahead` says whether the generation goes on after a token (for decoding ahead).
-   */
-  next(sequence: SequenceInternals, tokens: Token[], sample: (logit: number) => Promise<number>, ahead?: (token: number) => boolean): Promise<number> {
-    const provisional = this.provisional.get(sequence);
-    if (provisional && tokens.length === 1 && tokens[0] === provisional.tokens[0]) {
-      this.provisional.delete(sequence);
-      return new Promise<number>((resolve, reject) => {
-        Object.assign(provisional, { sample, ahead, resolve, reject });
-        const state = provisional.provisional!;
-        // Still queued: an ordinary request from now on.
-        if (!state.stepped) provisional.provisional = undefined;
-        state.settle(true);
-        this.schedule();
-      });
-    }
-    void this.drop(sequence); // a step of it ends before the next step, which decodes these
+  /** Decodes `tokens` after what the sequence holds; resolves to the token sampled after the last one. */
+  next(sequence: SequenceInternals, tokens: Token[], sample: (logit: number) => Promise<number>): Promise<number> {
     return new Promise<number>((resolve, reject) => {
-      this.queue.push({ sequence, tokens, done: 0, sample, ahead, resolve, reject });
+      this.queue.push({ sequence, tokens, done: 0, sample, resolve, reject });
       this.awaited.delete(sequence);
       this.schedule();
     });
-  }
-
-  /**
-   * The sequence's generation ended or went elsewhere: its token decoded ahead is dropped. Resolves
-   * once no decode of it runs and the KV cache holds nothing of it (before the sequence is reused,
-   * saved or disposed).
-   */
-  drop(sequence: SequenceInternals): Promise<void> {
-    const request = this.provisional.get(sequence);
-    if (!request) return Promise.resolve();
-    this.provisional.delete(sequence);
-    const state = request.provisional!;
-    state.settle(false);
-    // Not decoded yet: it never will be. In a step (only the running one): the step takes the cell out.
-    if (!state.stepped) return Promise.resolve(this.remove(request));
-    return this.stepping;
   }
 
   /** The next step: at once when every generation handed a token has queued its next, else after this turn (one ended or paused). */
@@ -137,26 +147,13 @@ export class DecodeLoop {
     this.running = true;
     this.handedLast = false;
     this.awaited.clear();
-    const stepping = withLock([this.context, "context"], () => this.step()).finally(() => {
+    void withLock([this.context, "context"], () => this.step()).finally(() => {
       this.running = false;
       this.schedule();
     });
-    this.stepping = stepping.catch(() => undefined);
   }
 
   private async step(): Promise<void> {
-    // Tokens the last step decoded ahead go to their generations once this step's decode is queued.
-    const handoffs = this.handoffs;
-    this.handoffs = [];
-    const handOver = () => handoffs.splice(0).forEach((handoff) => handoff());
-    try {
-      await this.decodeStep(handOver);
-    } finally {
-      handOver();
-    }
-  }
-
-  private async decodeStep(handOver: () => void): Promise<void> {
     const context = this.context as unknown as ContextInternals;
     // A sequence cleared for a new request (node-llama-cpp's patched erase sets this) queues its
     // prompt a few microtasks after the clearing released the lock: one turn lets it join this step.
@@ -178,7 +175,9 @@ export class DecodeLoop {
         const tokens = Uint32Array.from(request.tokens.slice(request.done, request.done + count));
         const logits = addon.addToBatch(sequence._sequenceId, sequence._nextTokenIndex, tokens, last ? Uint32Array.of(count - 1) : new Uint32Array(0));
         if (last) item.logit = logits[0];
-        if (request.provisional) request.provisional.stepped = true;
+        // As node-llama-cpp counts them (LlamaChat's results read the output count).
+        sequence.tokenMeter.useTokens(last ? count - 1 : count, "input");
+        sequence.tokenMeter.useTokens(last ? 1 : 0, "output");
       }
       return addon.decodeBatch();
     };
@@ -199,7 +198,6 @@ export class DecodeLoop {
     const now = performance.now();
     this.onDecode?.(now - this.lastDecodeAt);
     this.lastDecodeAt = now;
-    handOver();
     let restAt = now;
     if (split) {
       try {
@@ -211,14 +209,12 @@ export class DecodeLoop {
         return this.fail(items, err); // what the first decode added is removed with the rest
       }
     }
-    // Sampling starts each sequence's sampler (its config can throw: that request fails alone); a
-    // token decoded ahead is sampled after once its generation asks for it.
+    // Sampling starts each sequence's sampler (its config can throw: that request fails alone).
     const startSampling = () => {
       for (const item of items) {
-        const { request, logit } = item;
-        if (logit === undefined) continue;
+        if (item.logit === undefined) continue;
         try {
-          item.sampled = request.provisional ? request.provisional.confirmed.then(() => request.sample(logit)) : request.sample(logit);
+          item.sampled = item.request.sample(item.logit);
         } catch (err) {
           item.sampled = Promise.reject(err);
         }
@@ -229,100 +225,70 @@ export class DecodeLoop {
     try {
       await decoded;
     } catch (err) {
-      this.dropOpen(items);
       await Promise.allSettled(items.flatMap((item) => item.sampled ?? []));
       return this.fail(items, err);
     }
     const last = split ? rest : items;
     const singles = last.filter((item) => item.count === 1).length;
     this.prefill.observe(last.reduce((sum, item) => sum + item.count, 0) - singles, singles, performance.now() - restAt);
-    await this.settleProvisional(items, addon);
     if (!sampleBehindDecode) startSampling();
     for (const item of items) {
-      if (item.dropped) continue;
       const { request, count } = item;
       // The sequence holds what was decoded, as node-llama-cpp's own evaluation records it.
       const { sequence } = request;
       for (let i = request.done; i < request.done + count; i++) sequence._contextTokens.push(request.tokens[i]!);
       sequence._nextTokenIndex += count;
       request.done += count;
-      // As node-llama-cpp counts them (LlamaChat's results read the output count).
-      const sampled = item.logit === undefined ? 0 : 1;
-      sequence.tokenMeter.useTokens(count - sampled, "input");
-      sequence.tokenMeter.useTokens(sampled, "output");
       if (item.sampled === undefined) continue;
       this.remove(request);
       this.awaited.add(sequence);
       this.handedLast = true;
-      item.sampled.then((token) => this.hand(request, token)).catch(request.reject);
+      item.sampled.then(request.resolve, request.reject);
     }
     // Each request is handed its token when its sampling ends; the step ends when all have.
     await Promise.allSettled(items.flatMap((item) => item.sampled ?? []));
   }
 
-  /** Hands a sampled token to its generation; decoding ahead, its decode is queued first (see step). */
-  private hand(request: Request, token: number): void {
-    if (!this.decodesAhead || request.ahead?.(token) !== true) return request.resolve(token);
-    const { sequence } = request;
-    const next: Request = {
-      sequence,
-      tokens: [token as Token],
-      done: 0,
-      sample: request.sample,
-      provisional: new Provisional(),
-      resolve: () => undefined,
-      reject: () => undefined,
-    };
-    this.queue.push(next);
-    this.provisional.set(sequence, next);
-    this.awaited.delete(sequence);
-    this.handoffs.push(() => request.resolve(token));
-  }
-
   /**
-   * After the decode: the step's tokens decoded ahead whose generations have not asked for them wait
-   * one turn of the event loop; those still not asked for then, or dropped, leave the KV cache.
+   * What the next step decodes: continuing generations (one token each) first, then prompts in the
+   * order they came, up to the batch size. With a KV cache per sequence, llama.cpp computes a batch
+   * that mixes single tokens with prompt ends as separate micro-batches anyway and hands out every
+   * logit at the end: the prompt ends go alone first (their sequences get a first token one step
+   * sooner, at no cost), and the single tokens in the next step with no prompt beside them, never
+   * deferred twice in a row. A prompt that goes on past this batch shares it, so that no generation
+   * stalls behind a long prompt, and while generations run, prompts take only their time budget of
+   * it, in pieces of at least MIN_TOKENS (runner/prefill-budget.ts).
    */
-  private async settleProvisional(items: Item[], addon: AddonContext): Promise<void> {
-    const open = items.filter((item) => item.request.provisional !== undefined && item.request.provisional.outcome === undefined);
-    if (open.length > 0) {
-      const turn = new Promise((resolve) => setImmediate(resolve));
-      await Promise.race([Promise.allSettled(open.map((item) => item.request.provisional!.confirmed)), turn]);
-    }
-    this.dropOpen(items);
-    for (const item of items) {
-      const { request } = item;
-      const state = request.provisional;
-      if (!state) continue;
-      request.provisional = undefined;
-      if (state.outcome === true) continue;
-      item.dropped = true;
-      this.remove(request);
-      const { sequence } = request;
-      addon.removeTokenCellsFromSequence(sequence._sequenceId, sequence._nextTokenIndex, sequence._nextTokenIndex + 1);
-    }
-  }
-
-  /** Drops the step's tokens decoded ahead that no generation has asked for yet. */
-  private dropOpen(items: readonly Item[]): void {
-    for (const { request } of items) {
-      if (request.provisional?.outcome !== undefined || !request.provisional) continue;
-      this.provisional.delete(request.sequence);
-      request.provisional.settle(false);
-    }
-  }
-
-  /** What the next step decodes (runner/step-select.ts); a request of a disposed sequence fails. */
   private select(batchSize: number): Item[] {
     for (const request of [...this.queue]) {
       if (!request.sequence.disposed) continue;
       this.remove(request);
-      if (request.provisional) this.provisional.delete(request.sequence);
       request.reject(new DisposedError());
     }
-    const { items, deferred } = selectStep(this.queue, batchSize, this.prefill, this.deferredSingles);
-    this.deferredSingles = deferred;
-    return items;
+    const ordered = [...this.queue.filter((r) => r.tokens.length - r.done === 1), ...this.queue.filter((r) => r.tokens.length - r.done !== 1)];
+    const items: Item[] = [];
+    const generating = ordered[0] !== undefined && ordered[0].tokens.length - ordered[0].done === 1;
+    const deferredBefore = this.deferredSingles;
+    this.deferredSingles = false;
+    let room = batchSize;
+    // Singles deferred by the last step go alone now: their gap spans one prompt share, not two.
+    let promptRoom = deferredBefore && generating ? 0 : this.prefill.tokens(batchSize, generating);
+    /** What the batch holds for prompts once this step's generations are in. */
+    let promptBatch: number | undefined;
+    for (const request of ordered) {
+      const left = request.tokens.length - request.done;
+      let count = Math.min(room, left === 1 ? 1 : promptRoom, left);
+      if (left > 1 && generating) count = promptPiece(left, count, room, (promptBatch ??= room));
+      if (count <= 0) continue;
+      items.push({ request, count });
+      room -= count;
+      if (left > 1) promptRoom -= count;
+    }
+    const several = items.filter((item) => item.count > 1);
+    const continues = several.some((item) => item.request.done + item.count < item.request.tokens.length);
+    if (deferredBefore || several.length === 0 || several.length === items.length || continues) return items;
+    this.deferredSingles = true;
+    return several;
   }
 
   /**
@@ -332,7 +298,6 @@ export class DecodeLoop {
    */
   private fail(items: readonly Item[], err: unknown): void {
     const addon = (this.context as unknown as ContextInternals)._ctx;
-    this.dropOpen(items); // their generations ask again, as new requests
     for (const { request } of items) {
       this.remove(request);
       addon.removeTokenCellsFromSequence(request.sequence._sequenceId, request.sequence._nextTokenIndex, -1);
@@ -344,4 +309,42 @@ export class DecodeLoop {
     const index = this.queue.indexOf(request);
     if (index >= 0) this.queue.splice(index, 1);
   }
+}
+
+/**
+ * Gives `sequence` an `evaluate` that decodes on `loop` where it can (see the module comment), and
+ * waits between tokens while `pause()` (the job holding the sequence now) is paused, as
+ * runner/flow.ts does for node-llama-cpp's own evaluation.
+ */
+export function fastEvaluate(sequence: LlamaContextSequence, loop: DecodeLoop, pause: () => PauseSwitch | undefined): void {
+  const inner = sequence as unknown as SequenceInternals;
+  const original = sequence.evaluate.bind(sequence);
+  const context = inner.context;
+  sequence.evaluate = async function* (tokens: Token[], options: EvaluateOptions = {}) {
+    if (inner.tokenPredictor != null || inner.needsCheckpoints) return yield* original(tokens, options);
+    const { model } = inner;
+    const sampler = model._takeSampler?.() ?? new model._llama._bindings.AddonSampler(model._model);
+    const configure = samplerConfigurer(sampler, options, () => inner._resolveSamplerConfig(options));
+    let pending = tokens;
+    try {
+      while (pending.length > 0) {
+        // A context shift is node-llama-cpp's: it takes over for the rest of this evaluation (with a
+        // sampler of its own). LlamaCompletion and LlamaChat shift the context themselves before that.
+        if (inner._nextTokenIndex + pending.length > context.contextSize - 1) return yield* original(pending, options);
+        const paused = pause()?.waiting;
+        if (paused) await paused;
+        const token = await loop.next(inner, pending, (logit) => {
+          configure();
+          return context._ctx.sampleToken(logit, sampler);
+        });
+        if (token === -1) throw new Error("Failed to sample next token");
+        if (options.yieldEogToken !== true && sequence.model.isEogToken(token as Token)) return;
+        const replacement: Token | Token[] | void = yield token as Token;
+        pending = Array.isArray(replacement) ? replacement.slice() : replacement != null ? [replacement] : [token as Token];
+      }
+    } finally {
+      sampler.dispose();
+      model._prepareSampler?.();
+    }
+  } as Evaluate;
 }

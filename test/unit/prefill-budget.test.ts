@@ -3,10 +3,10 @@
  * token's cost, the budget it gives, and the decode loop's use of it, on a fake addon that records
  * each step's batch (no native code).
  */
+import type { LlamaContext } from "node-llama-cpp";
 import t from "tap";
 import { DecodeLoop } from "../../src/runner/decode-loop.js";
 import { MIN_TOKENS, PrefillBudget, promptPiece, SLICE_MS } from "../../src/runner/prefill-budget.js";
-import { fakeContext, sample, type Next } from "../helpers/fake-context.js";
 
 t.test("the budget: the whole batch alone or before any estimate, the time slice beside generations", async (t) => {
   const budget = new PrefillBudget();
@@ -44,6 +44,39 @@ t.test("a prompt's pieces beside generations: none smaller than MIN_TOKENS unles
   t.equal(promptPiece(10 * m, 16, 16, 16), 16, "a batch smaller than MIN_TOKENS: pieces of the batch");
 });
 
+/** A decode: [sequence id, token count, whether a logit is asked for] per entry. */
+type Decode = [number, number, boolean][];
+
+/** A context whose addon records each decode. */
+function fakeContext(batchSize: number) {
+  const decodes: Decode[] = [];
+  let batch: Decode = [];
+  const addon = {
+    initBatch: () => void (batch = []),
+    addToBatch: (id: number, _first: number, tokens: Uint32Array, logits: Uint32Array) => {
+      batch.push([id, tokens.length, logits.length > 0]);
+      return Uint32Array.from(logits, (_, i) => i);
+    },
+    decodeBatch: () => {
+      decodes.push(batch);
+      return new Promise<void>((resolve) => setImmediate(resolve));
+    },
+    sampleToken: () => Promise.resolve(7),
+    removeTokenCellsFromSequence: () => true,
+  };
+  const context = { _ctx: addon, batchSize, contextSize: 100_000 } as unknown as LlamaContext;
+  const sequence = (id: number) => ({
+    _sequenceId: id,
+    _nextTokenIndex: 0,
+    _contextTokens: [] as number[],
+    tokenMeter: { useTokens: () => undefined },
+    disposed: false,
+  });
+  return { context, decodes, sequence };
+}
+
+type Next = (s: unknown, tokens: number[], sample: (logit: number) => Promise<number>) => Promise<number>;
+const sample = () => Promise.resolve(7);
 
 /** A decode loop on a fake context with sequence 0 generating 12 tokens, a step each, already started. */
 async function withStream(batchSize: number, budget: ConstructorParameters<typeof DecodeLoop>[2]) {

@@ -18,9 +18,7 @@ import { openLlama } from "../engine.js";
 import { autoThreads } from "../../cpu.js";
 import { slotPredictors, type DraftResources } from "../speculative.js";
 import { pausable } from "../flow.js";
-import { DecodeLoop } from "../decode-loop.js";
-import { fastEvaluate } from "../fast-evaluate.js";
-import { decodesAheadFor } from "../decode-ahead.js";
+import { DecodeLoop, fastEvaluate } from "../decode-loop.js";
 import type { Outbox } from "../outbox.js";
 import { clientSafe, type ChildIo } from "./io.js";
 import { chatWrapperOf, supportsThinking } from "./chat-history.js";
@@ -125,7 +123,7 @@ export async function loadModel(requested: LoadSpec, host: LoadHost): Promise<Lo
   }
   const predictors = spec.speculation ? slotPredictors(spec.speculation, spec.sequences, draft) : [];
   const slots: Slot[] = [];
-  const decodeLoop = new DecodeLoop(context, (sinceLastMs) => outbox.atDecode(sinceLastMs), undefined, decodesAheadFor(model.gpuLayers));
+  const decodeLoop = new DecodeLoop(context, (sinceLastMs) => outbox.atDecode(sinceLastMs));
   for (let i = 0; i < spec.sequences; i++) {
     const predictor = predictors[i];
     const sequence = context.getSequence(predictor ? { tokenPredictor: predictor } : {});
