@@ -114,6 +114,8 @@ export class DecodeLoop {
     private readonly context: LlamaContext,
     private readonly onDecode?: (sinceLastMs: number) => void,
     private readonly prefill: Pick<PrefillBudget, "observe" | "tokens"> = new PrefillBudget(),
+    /** Called as each step starts (runner/awake.ts). */
+    private readonly onStart?: () => void,
   ) {}
 
   /** True while a step is waiting for the context or decoding. */
@@ -147,6 +149,7 @@ export class DecodeLoop {
     this.running = true;
     this.handedLast = false;
     this.awaited.clear();
+    this.onStart?.();
     void withLock([this.context, "context"], () => this.step()).finally(() => {
       this.running = false;
       this.schedule();

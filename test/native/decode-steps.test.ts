@@ -12,7 +12,8 @@ import { tinyContext } from "../helpers/batches.js";
 
 t.test("no event-loop turn between the steps of running generations", async (t) => {
   const { context } = await tinyContext(t, 512, 2);
-  const loop = new DecodeLoop(context);
+  let starts = 0;
+  const loop = new DecodeLoop(context, undefined, undefined, () => starts++);
   const sequences = [context.getSequence(), context.getSequence()];
   for (const sequence of sequences) fastEvaluate(sequence, loop, () => undefined);
   const completions = sequences.map((contextSequence) => new LlamaCompletion({ contextSequence }));
@@ -33,6 +34,7 @@ t.test("no event-loop turn between the steps of running generations", async (t) 
   await completions[0]!.generateCompletion("once upon a time", options);
   t.equal(generated.length, 64, "one generation: 64 tokens");
   t.ok(steps >= 64, `one generation: ${steps} steps`);
+  t.equal(starts, steps, "the loop told of each step as it started (runner/awake.ts keeps the thread awake from there)");
   t.ok(turns <= 4, `one generation: ${turns} waits for a turn of the event loop (at most one per generation's start and end)`);
 
   const [before, stepsBefore] = [turns, steps];

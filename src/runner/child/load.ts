@@ -19,6 +19,7 @@ import { autoThreads } from "../../cpu.js";
 import { slotPredictors, type DraftResources } from "../speculative.js";
 import { pausable } from "../flow.js";
 import { DecodeLoop, fastEvaluate } from "../decode-loop.js";
+import { awakeFor, awakeWhile } from "../awake.js";
 import type { Outbox } from "../outbox.js";
 import { clientSafe, type ChildIo } from "./io.js";
 import { chatWrapperOf, supportsThinking } from "./chat-history.js";
@@ -123,7 +124,9 @@ export async function loadModel(requested: LoadSpec, host: LoadHost): Promise<Lo
   }
   const predictors = spec.speculation ? slotPredictors(spec.speculation, spec.sequences, draft) : [];
   const slots: Slot[] = [];
-  const decodeLoop = new DecodeLoop(context, (sinceLastMs) => outbox.atDecode(sinceLastMs));
+  // Every layer on a GPU: the runner's main thread stays awake while a step decodes (runner/awake.ts).
+  const awake = awakeFor(model.gpuLayers, model.fileInsights.totalLayers) ? awakeWhile(() => decodeLoop.busy) : undefined;
+  const decodeLoop: DecodeLoop = new DecodeLoop(context, (sinceLastMs) => outbox.atDecode(sinceLastMs), undefined, awake);
   for (let i = 0; i < spec.sequences; i++) {
     const predictor = predictors[i];
     const sequence = context.getSequence(predictor ? { tokenPredictor: predictor } : {});
