@@ -5,7 +5,7 @@
  *
  *   npm run bench -- [--model bench-100m|bench-1b|PATH] [--threads N] [--rounds N] [--tokens N]
  *                    [--serving-rounds N] [--llama-server] [--quick] [--cache DIR] [--json FILE]
- *                    [--only aggregate|busy|speculative|memory|tokenize|mixed] [--llama-server-engine auto|native|prebuilt]
+ *                    [--only single|aggregate|busy|speculative|memory|tokenize|mixed|demo] [--llama-server-engine auto|native|prebuilt]
  *                    [--gpu cuda|vulkan --llama-server-bin PATH] [--warm-up-tokens N]
  *
  * `--quick` (2 rounds, serving figures 1 round, 32 tokens) runs every section fast: it checks that
@@ -16,8 +16,9 @@
  * (4 and 8 streams, against llama-server with `--llama-server`; no TTFT-under-load probes), `busy`
  * (the busy-host and two-models rows), `speculative` (the speculative-decoding rows), `memory`
  * (KV-cache types and saved prompt prefixes, bench/memory.ts), `tokenize` (long texts through
- * `/api/tokenize`, bench/tokenize.ts) or `mixed` (1–16 clients of mixed prompt and output lengths,
- * against llama-server with `--llama-server`: bench/mixed-run.ts).
+ * `/api/tokenize`, bench/tokenize.ts), `mixed` (1–16 clients of mixed prompt and output lengths,
+ * against llama-server with `--llama-server`: bench/mixed-run.ts) or `demo` (the demo model, one
+ * thread, 256-token streams: its single-stream and 4- and 8-stream rows, part of every full CPU run).
  *
  * `--llama-server-engine` picks the llama.cpp libraries llama-server runs on (bench/llama-server.ts):
  * its own native build, or node-llama-cpp's prebuilt ones (lmd's); `auto` (the default) is native
@@ -83,7 +84,7 @@ const { values: args } = parseArgs({
     only: { type: "string" },
   },
 });
-const sections = ["single", "aggregate", "busy", "speculative", "memory", "tokenize", "mixed"] as const;
+const sections = ["single", "aggregate", "busy", "speculative", "memory", "tokenize", "mixed", "demo"] as const;
 type Section = (typeof sections)[number];
 const isSection = (s: string | undefined): s is Section => sections.includes(s as Section);
 if (args.only !== undefined && !isSection(args.only)) {
@@ -222,7 +223,7 @@ async function main(): Promise<void> {
   if (args["llama-server-bin"])
     useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, gpu ? path.join(cache, "llama-server.log") : undefined);
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
-  if (args.only === "memory" || args.only === "tokenize" || args.only === "mixed") return onlyRows(args.only, modelFile);
+  if (args.only === "memory" || args.only === "tokenize" || args.only === "mixed" || args.only === "demo") return onlyRows(args.only, modelFile);
   if (args.only === "single") return onlySingle(modelFile);
   if (args.only === "aggregate" || args.only === "busy" || args.only === "speculative") return only(modelFile, args.only);
   const idleLmd = await startLmd(modelFile, {});
@@ -385,6 +386,7 @@ async function main(): Promise<void> {
     ],
     ...serving.rows,
     ...(gpu ? [] : await mixedFigures(modelFile)),
+    ...(gpu ? [] : await demoRows()),
   ];
   const other: Row[] = [
     [
@@ -460,13 +462,53 @@ async function mixedFigures(modelFile: string): Promise<Row[]> {
   })).rows;
 }
 
-/** `--only memory`, `--only tokenize` or `--only mixed`: those rows alone. */
-async function onlyRows(section: "memory" | "tokenize" | "mixed", modelFile: string): Promise<void> {
-  const rows = section === "memory" ? await memoryRows() : section === "mixed" ? await mixedFigures(modelFile) : await tokenizeFigures(modelFile);
+/**
+ * The demo model's rows, where a step is short: one thread, 256-token streams, single-stream decode
+ * (`--rounds` 9) and 4 and 8 streams, each against llama-server at ≥ 0.9. This script runs again
+ * for each (`--model demo --only single`, then `--only aggregate`) and its table's rows are taken,
+ * labelled with the model.
+ */
+async function demoRows(): Promise<Row[]> {
+  const rows: Row[] = [];
+  for (const section of ["single", "aggregate"] as const) {
+    log(`demo model, 1 thread: ${section}`);
+    const argv = ["--model", "demo", "--threads", "1", "--tokens", "256", "--only", section, "--cache", cache];
+    argv.push("--rounds", args.quick ? "2" : "9", "--serving-rounds", String(servingRounds), "--warm-up-tokens", String(warmUpTokens));
+    if (args["llama-server"]) argv.push("--llama-server", "--llama-server-engine", engine);
+    if (args.quick) argv.push("--quick");
+    if (args.json) argv.push("--json", args.json.replace(/(\.json)?$/, `.demo-${section}.json`));
+    const child = track(spawn(process.execPath, [fileURLToPath(import.meta.url), ...argv], { stdio: ["ignore", "pipe", "inherit"] }));
+    let out = "";
+    child.stdout!.setEncoding("utf8").on("data", (text: string) => (out += text));
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    if (code !== 0) throw new Error(`the demo model's ${section} rows failed (exit ${code})`);
+    const lines = out.trim().split("\n");
+    log(`demo model: ${lines.at(-1) ?? ""}`);
+    for (const line of lines.filter((l) => l.startsWith("| ") && !l.startsWith("| figure |"))) {
+      const [figure, measured, ratio, target] = line.slice(2, -2).split(" | ") as Row;
+      const againstServer = figure.includes("vs llama-server") || figure.startsWith("aggregate");
+      rows.push([`demo model, 1 thread, ${args.quick ? 32 : 256} tokens: ${figure}`, measured, ratio, againstServer ? "≥ 0.9" : target]);
+    }
+  }
+  return rows;
+}
+
+/** `--only memory`, `--only tokenize`, `--only mixed` or `--only demo`: those rows alone. */
+async function onlyRows(section: "memory" | "tokenize" | "mixed" | "demo", modelFile: string): Promise<void> {
+  const rows =
+    section === "memory"
+      ? await memoryRows()
+      : section === "mixed"
+        ? await mixedFigures(modelFile)
+        : section === "demo"
+          ? await demoRows()
+          : await tokenizeFigures(modelFile);
   const minutes = ((performance.now() - started) / 60_000).toFixed(1);
+  const sectionRounds = section === "mixed" ? servingRounds : args.quick ? 1 : 3;
   process.stdout.write(
     ["| figure | measured | ratio | target |", "|---|---|---|---|", ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n") +
-      `\n\n${args.model}, ${threads} threads, ${section === "mixed" ? servingRounds : args.quick ? 1 : 3} rounds; ${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
+      `\n\n${section === "demo" ? "the demo model (each row says how)" : `${args.model}, ${threads} threads, ${sectionRounds} rounds`}; ` +
+      `${minutes} min; load average before: ${loadBefore}, after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}` +
       `${section === "mixed" && llamaServerEngine() ? `; ${llamaServerEngine()}` : ""}\n`,
   );
   process.exit(0);
@@ -527,7 +569,7 @@ async function onlySingle(modelFile: string): Promise<void> {
 }
 
 /** `--only <section>`: one section of the serving figures, its rows and the load. */
-async function only(modelFile: string, section: Exclude<Section, "single" | "memory" | "tokenize" | "mixed">): Promise<void> {
+async function only(modelFile: string, section: Exclude<Section, "single" | "memory" | "tokenize" | "mixed" | "demo">): Promise<void> {
   const serving = await servingFigures({
     startLmd: (env, extra, onLog) => startLmd(modelFile, env, extra, onLog),
     startServer: args["llama-server"] ? (parallel) => startLlamaServer(root, cache, modelFile, threads, parallel, engine) : undefined,
