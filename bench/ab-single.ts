@@ -11,18 +11,15 @@
  * another directory beside a node_modules. With --llama-server (a binary: bench/build-llama-server.sh,
  * bench/build-cuda.sh) each build's ratio is to it, else to the second build.
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { makeModel, type PresetName } from "../src/gguf/make-model.js";
-import { installGguf } from "../src/store/install.js";
-import { ModelStore } from "../src/store/store.js";
 import { lmdDecode, type Sampling } from "./http.js";
-import { freePort, llamaServerDecode, startLlamaServer, useLlamaServerBinary } from "./llama-server.js";
-import { settle, stopProcess, track } from "./procs.js";
+import { llamaServerDecode, startLlamaServer, useLlamaServerBinary } from "./llama-server.js";
+import { benchModel, startLmd } from "./lmd.js";
+import { settle, stopProcess } from "./procs.js";
 import { prose } from "./serving.js";
 
 const { values: args } = parseArgs({
@@ -45,48 +42,17 @@ const sampling: Sampling = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, 
 const threads = Number(args.threads);
 const gpu = args.gpu;
 
-async function modelFile(): Promise<string> {
-  if (args.model.endsWith(".gguf")) return path.resolve(args.model);
-  const file = path.join(args.cache, `${args.model}.gguf`);
-  mkdirSync(args.cache, { recursive: true });
-  if (!existsSync(file)) await makeModel(file, { preset: args.model as PresetName });
-  return file;
-}
-
-async function answers(url: string): Promise<boolean> {
-  for (let i = 0; i < 300; i++) {
-    if (await fetch(`${url}/api/version`).then((r) => r.ok, () => false)) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return false;
-}
-
-const file = await modelFile();
+const file = await benchModel(args.model, args.cache);
 const storeDir = path.join(args.cache, "ab-store");
-const store = new ModelStore(storeDir);
-await store.init();
-await installGguf(store, "bench", file, { params: { repeat_penalty: 1 } });
 
 /** Each side: its name and one measured stream (tokens/s after the first token). */
 const sides: { name: string; decode: (prompt: string, tokens: number) => Promise<number> }[] = [];
 const children: ChildProcess[] = [];
 for (const dist of args.dist) {
-  const port = await freePort();
   // The settings npm run bench gives lmd, and the model kept loaded between rounds.
-  const env = {
-    ...process.env,
-    SERVICE_MODELS: storeDir,
-    SERVICE_HOST: `127.0.0.1:${port}`,
-    SERVICE_THREADS: String(threads),
-    SERVICE_GPU: gpu ?? "false",
-    SERVICE_CONTEXT_LENGTH: "4096",
-    SERVICE_CACHE_MAX: "0",
-    SERVICE_KEEP_ALIVE: "-1",
-  };
-  const child = track(spawn(process.execPath, [path.resolve(dist, "src/main.js"), "serve"], { env, stdio: "ignore" }));
+  const models = { bench: { file } };
+  const { url, child } = await startLmd({ main: path.resolve(dist, "src/main.js"), store: storeDir, models, threads, gpu, env: { SERVICE_KEEP_ALIVE: "-1" } });
   children.push(child);
-  const url = `http://127.0.0.1:${port}`;
-  if (!(await answers(url))) throw new Error(`${dist}: lmd did not answer`);
   sides.push({
     name: dist,
     decode: async (prompt, tokens) => {

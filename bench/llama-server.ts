@@ -4,7 +4,7 @@
  * Every figure is timed by the client, as lmd's are (bench/http.ts): same clock, same HTTP.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import { readGgufFileInfo } from "node-llama-cpp";
@@ -40,7 +40,7 @@ interface Launch {
   engine: "native" | "prebuilt" | "given";
   /** `-ngl`: layers offloaded to the GPU (undefined: none, a CPU run). */
   gpuLayers?: number | undefined;
-  /** Where its stderr goes (a GPU run keeps it: its per-request timings count the CUDA graphs it reused). */
+  /** Where its stderr goes (a failed run of the benchmark names the file). */
   log?: string | undefined;
 }
 
@@ -151,6 +151,15 @@ export function useLlamaServerBinary(bin: string, gpuLayers?: number, log?: stri
   chosen = { bin, env: process.env, engine: "given", gpuLayers, log };
 }
 
+/** Where every llama-server of a run writes its log (each start appends), begun afresh by the run's first start. */
+export function logFile(cache: string): string {
+  const file = path.join(cache, "llama-server.log");
+  if (!logBegun) writeFileSync(file, "");
+  logBegun = true;
+  return file;
+}
+let logBegun = false;
+
 /** llama-server with `-np parallel` slots of 4096 tokens each (lmd's SERVICE_CONTEXT_LENGTH per sequence). */
 export async function startLlamaServer(
   root: string,
@@ -162,13 +171,14 @@ export async function startLlamaServer(
 ): Promise<{ url: string; child: ChildProcess }> {
   if (!chosen) {
     chosen = engine === "prebuilt" ? prebuiltEngine(root, cache) : { bin: llamaServerBinary(root, cache), env: process.env, engine: "native" };
+    chosen.log = logFile(cache);
     const first = await launch(chosen, model, threads, parallel);
     if ("url" in first) return first;
     if (engine !== "auto" || chosen.engine !== "native") throw new Error(`llama-server (${chosen.engine}) ended at startup (${first.exit})`);
     process.stderr.write(
       `llama-server (native build) ended at startup on this host (${first.exit}); using it on node-llama-cpp's prebuilt llama.cpp libraries instead\n`,
     );
-    chosen = prebuiltEngine(root, cache);
+    chosen = { ...prebuiltEngine(root, cache), log: logFile(cache) };
   }
   const started = await launch(chosen, model, threads, parallel);
   if ("exit" in started) throw new Error(`llama-server (${chosen.engine}) ended at startup (${started.exit})`);

@@ -87,10 +87,27 @@ function body(r: MixedRequest, model: string): Record<string, unknown> {
   return { model, prompt: r.prompt, max_tokens: r.maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true }, cache_prompt: false };
 }
 
+/**
+ * The request, sent once more when the server closed the connection without answering (undici's
+ * "other side closed": under the 16-client warm-up llama-server did so about once in two full runs,
+ * which ended the run); said on stderr. The time to first token still counts from the first send.
+ */
+async function post(url: string, json: string): Promise<Response> {
+  const send = () => fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: json });
+  try {
+    return await send();
+  } catch (err) {
+    const cause = err instanceof Error && err.cause instanceof Error ? err.cause : undefined;
+    if (!cause || !("code" in cause) || !["UND_ERR_SOCKET", "ECONNRESET"].includes(String(cause.code))) throw err;
+    process.stderr.write(`mixed load: ${url} closed the connection without answering (${cause.message}); sending the request again\n`);
+    return send();
+  }
+}
+
 /** One streamed completion, each token event timed on arrival. */
 export async function streamCompletion(url: string, model: string, r: MixedRequest): Promise<StreamRecord> {
   const sent = performance.now();
-  const res = await fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body(r, model)) });
+  const res = await post(`${url}/v1/completions`, JSON.stringify(body(r, model)));
   if (!res.ok || !res.body) throw new Error(`${url}/v1/completions answered ${res.status}: ${await res.text()}`);
   const times: number[] = [];
   let usage: { completion_tokens?: number; prompt_tokens?: number } | undefined;

@@ -35,24 +35,22 @@
  * Everything runs on loopback. lmd's runner and the direct process run in the same environment (one libuv thread, the threadpool library preloaded: runnerEnv).
  */
 import { execFileSync, fork, spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
-import { makeModel, type PresetName } from "../src/gguf/make-model.js";
+import type { PresetName } from "../src/gguf/make-model.js";
 import { runnerEnv } from "../src/runner/spawn.js";
-import { installGguf } from "../src/store/install.js";
-import { ModelStore } from "../src/store/store.js";
 import type { DecodeResult, DirectRequest } from "./direct.js";
 import { httpRps, lmdDecode, lmdGenerate, type Sampling } from "./http.js";
+import { benchModel, startLmd as startDaemon, type StoreModels } from "./lmd.js";
 import {
-  freePort,
   startLlamaServer,
   llamaServerDecode,
   llamaServerEngine,
   llamaServerPrefill,
+  logFile,
   useLlamaServerBinary,
   type LlamaServerEngine,
 } from "./llama-server.js";
@@ -123,17 +121,6 @@ const sampling: Sampling = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, 
 
 const log = (msg: string) => process.stderr.write(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${msg}\n`);
 
-async function ensureModel(): Promise<string> {
-  if (existsSync(args.model) && args.model.endsWith(".gguf")) return path.resolve(args.model);
-  mkdirSync(cache, { recursive: true });
-  const file = path.join(cache, `${args.model}.gguf`);
-  if (!existsSync(file)) {
-    log(`writing ${file} (scripts/make-model --preset ${args.model})`);
-    await makeModel(file, { preset: args.model as PresetName });
-  }
-  return file;
-}
-
 /**
  * The direct baseline process: one libuv thread and the persistent threadpool library preloaded, as
  * lmd's runners have them (without it, node-llama-cpp starts its decoding threads afresh for every
@@ -149,47 +136,10 @@ function startDirect(): { call: <T>(req: DirectRequest) => Promise<T>; child: Ch
   return { call, child };
 }
 
-/** More models for a run: name → GGUF file and its parameters (e.g. `draft`). */
-type ExtraModels = Record<string, { file: string; params?: Record<string, unknown> }>;
-
-/** lmd as a user runs it: `node dist/src/main.js serve`, its store in the cache; `onLog` sees its log lines. */
-async function startLmd(
-  modelFile: string,
-  env: Record<string, string>,
-  extra: ExtraModels = {},
-  onLog?: (line: string) => void,
-): Promise<{ url: string; child: ChildProcess }> {
-  const store = new ModelStore(path.join(cache, "store"));
-  await store.init();
-  await installGguf(store, "bench", modelFile, { params: { repeat_penalty: 1 } });
-  for (const [name, m] of Object.entries(extra)) await installGguf(store, name, m.file, { params: { repeat_penalty: 1, ...m.params } });
-  const port = await freePort();
-  // stdout (the access log) goes nowhere unless asked for: reading it would compete with the clients for this process.
-  const child = track(
-    spawn(process.execPath, [path.join(root, "dist/src/main.js"), "serve"], {
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOME: os.homedir(),
-        SERVICE_MODELS: path.join(cache, "store"),
-        SERVICE_HOST: `127.0.0.1:${port}`,
-        SERVICE_THREADS: String(threads),
-        SERVICE_GPU: gpu ?? "false",
-        SERVICE_CONTEXT_LENGTH: "4096",
-        SERVICE_CACHE_MAX: "0",
-        ...(process.env.LD_LIBRARY_PATH ? { LD_LIBRARY_PATH: process.env.LD_LIBRARY_PATH } : {}),
-        ...env,
-      },
-      stdio: ["ignore", onLog ? "pipe" : "ignore", "inherit"],
-    }),
-  );
-  if (onLog && child.stdout) createInterface({ input: child.stdout }).on("line", onLog);
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300 && child.exitCode === null; i++) {
-    if (await fetch(`${url}/api/version`).then((r) => r.ok, () => false)) return { url, child };
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  child.kill("SIGKILL");
-  throw new Error("lmd did not answer /api/version within 30 s");
+/** lmd as a user runs it (bench/lmd.ts): this checkout's build, its store in the cache. */
+function startLmd(modelFile: string, env: Record<string, string>, extra: StoreModels = {}, onLog?: (line: string) => void) {
+  const models = { bench: { file: modelFile }, ...extra };
+  return startDaemon({ main: path.join(root, "dist/src/main.js"), store: path.join(cache, "store"), models, threads, gpu, env, ...(onLog ? { onLog } : {}) });
 }
 
 function rssMb(pid: number | undefined): number {
@@ -219,9 +169,9 @@ async function gpuResident(url: string): Promise<string> {
 const rate = (r: DecodeResult) => aggregateRate(r.streams, tokens);
 
 async function main(): Promise<void> {
-  const modelFile = await ensureModel();
+  const modelFile = await benchModel(args.model, cache, log);
   if (args["llama-server-bin"])
-    useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, gpu ? path.join(cache, "llama-server.log") : undefined);
+    useLlamaServerBinary(path.resolve(args["llama-server-bin"]), gpu ? 999 : undefined, logFile(cache));
   log(`model ${modelFile}, ${threads} threads, ${rounds} rounds, ${tokens} tokens per stream; load: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
   if (args.only === "memory" || args.only === "tokenize" || args.only === "mixed" || args.only === "demo") return onlyRows(args.only, modelFile);
   if (args.only === "single") return onlySingle(modelFile);
@@ -603,6 +553,7 @@ main().catch((err: unknown) => {
   // fetch's own error says only "fetch failed": its cause says what the connection met.
   const inner = err instanceof Error ? err.cause : undefined;
   const cause = inner === undefined ? "" : `\ncaused by: ${inner instanceof Error ? (inner.stack ?? inner.message) : String(inner)}`;
-  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}${cause}\n`);
+  const log = args["llama-server"] ? `\nllama-server's log: ${path.join(cache, "llama-server.log")}` : "";
+  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}${cause}${log}\n`);
   process.exit(1);
 });
