@@ -15,6 +15,12 @@
  * longer than it) gets each token at once. The timer writes what waits when no step follows (the
  * end of a generation, a paused job, node-llama-cpp's own decoding of speculative jobs); when it
  * fires during a step, it leaves the write to the next step once, for at most one more interval.
+ *
+ * While several of the runner's jobs stream at once, the interval is the setting times their number,
+ * up to {@link MAX_STREAMS_SCALE} times: each write costs the same in the runner, the daemon and the
+ * client whatever it carries, so the writes a second stay about those of one stream while the
+ * streams share the cores with the decoding threads (docs/benchmarks.md, "Gathering while several
+ * streams run").
  */
 import type { FromRunner } from "./protocol.js";
 
@@ -27,6 +33,9 @@ export interface OutboxHost {
   /** True while the decode loop runs a step. */
   busy(): boolean;
 }
+
+/** The most the interval is multiplied by while several jobs stream. */
+export const MAX_STREAMS_SCALE = 4;
 
 export class Outbox {
   /** SERVICE_STREAM_INTERVAL in ms. */
@@ -42,12 +51,17 @@ export class Outbox {
 
   constructor(private readonly host: OutboxHost) {}
 
+  /** How long output is gathered now: the interval times the jobs streaming, up to MAX_STREAMS_SCALE times. */
+  private get gatherMs(): number {
+    return this.intervalMs * Math.min(MAX_STREAMS_SCALE, Math.max(1, this.started.size));
+  }
+
   send(msg: FromRunner): void {
     if (msg.type === "chunk" || msg.type === "thinking") {
       if (this.started.has(msg.id) && this.intervalMs > 0) {
         if (this.waiting.length === 0) {
           this.since = this.host.now();
-          this.timer = this.host.setTimer(() => this.onTimer(), this.intervalMs);
+          this.timer = this.host.setTimer(() => this.onTimer(), this.gatherMs);
         }
         this.waiting.push(msg);
         return;
@@ -60,7 +74,7 @@ export class Outbox {
 
   /** The decode loop queued a step `sinceLastMs` after the one before: writes what would wait too long. */
   atDecode(sinceLastMs: number): void {
-    if (this.waiting.length > 0 && this.host.now() - this.since + sinceLastMs >= this.intervalMs) this.flush();
+    if (this.waiting.length > 0 && this.host.now() - this.since + sinceLastMs >= this.gatherMs) this.flush();
   }
 
   /** Writes what waits, as one `batch` message when there are several. */
@@ -78,7 +92,7 @@ export class Outbox {
     this.timer = undefined;
     if (this.host.busy() && !this.deferred) {
       this.deferred = true;
-      this.timer = this.host.setTimer(() => this.onTimer(), this.intervalMs);
+      this.timer = this.host.setTimer(() => this.onTimer(), this.gatherMs);
       return;
     }
     this.flush();

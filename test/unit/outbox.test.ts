@@ -114,3 +114,27 @@ t.test("other messages go at once, after the output gathered before them; 0 writ
   for (const text of ["a", "b", "c"]) zero.outbox.send(zero.chunk(1, text));
   t.same(zero.written(), [["a"], ["b"], ["c"]], "interval 0: each at once");
 });
+
+t.test("while several jobs stream the interval is times their number, at most four times, and shrinks as they end", async (t) => {
+  const f = fixture();
+  for (const id of [1, 2, 3]) f.outbox.send(f.chunk(id, `first ${id}`));
+  f.outbox.send(f.chunk(1, "b"));
+  f.outbox.send(f.chunk(2, "c"));
+  f.advance(29);
+  f.outbox.atDecode(0);
+  t.equal(f.written().length, 3, "three jobs: not yet after 29 ms");
+  f.advance(1);
+  t.same(f.written().at(-1), ["b", "c"], "written at 30 ms");
+
+  for (const id of [4, 5, 6]) f.outbox.send(f.chunk(id, `first ${id}`));
+  f.outbox.send(f.chunk(1, "d"));
+  f.advance(39);
+  t.same(f.written().at(-1), ["first 6"], "six jobs: not yet after 39 ms");
+  f.outbox.atDecode(1); // 39 + 1 ≥ 40: the step writes it
+  t.same(f.written().at(-1), ["d"], "at most four times the interval");
+
+  for (const id of [2, 3, 4, 5, 6]) f.outbox.send({ type: "done", id } as FromRunner);
+  f.outbox.send(f.chunk(1, "e"));
+  f.advance(10);
+  t.same(f.written().at(-1), ["e"], "one job left: the interval again");
+});
