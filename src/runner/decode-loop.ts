@@ -106,13 +106,14 @@ export class DecodeLoop {
   private readonly awaited = new Set<SequenceInternals>();
 
   /**
-   * @param onDecode called right after each decode is queued, with the time since the one before
-   * (ms): the moment to write output gathered meanwhile, while the decode runs (runner/outbox.ts).
+   * @param onDecode called right after each step's first decode is queued, with how long the step
+   * is expected to take (ms: the time since the one before, or Infinity when it carries a prompt's
+   * tokens): the moment to write output gathered meanwhile, while the decode runs (runner/outbox.ts).
    * @param prefill how many prompt tokens a step takes beside running generations.
    */
   constructor(
     private readonly context: LlamaContext,
-    private readonly onDecode?: (sinceLastMs: number) => void,
+    private readonly onDecode?: (expectedMs: number) => void,
     private readonly prefill: Pick<PrefillBudget, "observe" | "tokens"> = new PrefillBudget(),
     /** Called as each step starts (runner/awake.ts). */
     private readonly onStart?: () => void,
@@ -199,7 +200,8 @@ export class DecodeLoop {
       return this.fail(items, err); // nothing was queued
     }
     const now = performance.now();
-    this.onDecode?.(now - this.lastDecodeAt);
+    // A step with a prompt's tokens takes its own time, not the last step's.
+    this.onDecode?.(items.some((item) => item.count > 1) ? Infinity : now - this.lastDecodeAt);
     this.lastDecodeAt = now;
     let restAt = now;
     if (split) {

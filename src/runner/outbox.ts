@@ -12,7 +12,8 @@
  * output is written right after the decode loop queues a step ({@link Outbox.atDecode}) once it
  * would otherwise wait past the interval before the next step, so that the write overlaps the
  * decode rather than delaying the next one, and a model slower than the interval (a step per token
- * longer than it) gets each token at once. The timer writes what waits when no step follows (the
+ * longer than it) gets each token at once. A step is expected to take as long as the one before,
+ * unless it carries a prompt's tokens: what waits is then written before it. The timer writes what waits when no step follows (the
  * end of a generation, a paused job, node-llama-cpp's own decoding of speculative jobs); when it
  * fires during a step, it leaves the write to the next step once, for at most one more interval.
  *
@@ -72,9 +73,9 @@ export class Outbox {
     this.host.post(msg);
   }
 
-  /** The decode loop queued a step `sinceLastMs` after the one before: writes what would wait too long. */
-  atDecode(sinceLastMs: number): void {
-    if (this.waiting.length > 0 && this.host.now() - this.since + sinceLastMs >= this.gatherMs) this.flush();
+  /** The decode loop queued a step expected to take `expectedMs` (Infinity: a prompt's): writes what would wait too long. */
+  atDecode(expectedMs: number): void {
+    if (this.waiting.length > 0 && this.host.now() - this.since + expectedMs >= this.gatherMs) this.flush();
   }
 
   /** Writes what waits, as one `batch` message when there are several. */

@@ -138,3 +138,14 @@ t.test("while several jobs stream the interval is times their number, at most fo
   f.advance(10);
   t.same(f.written().at(-1), ["e"], "one job left: the interval again");
 });
+
+t.test("a step that carries a prompt's tokens (expected to take unbounded time) writes what waits before it", async (t) => {
+  const f = fixture(10);
+  for (const id of [1, 2, 3, 4]) f.outbox.send(f.chunk(id, `first ${id}`));
+  f.outbox.send(f.chunk(1, "b"));
+  f.advance(1);
+  f.outbox.atDecode(5);
+  t.same(f.written().at(-1), ["first 4"], "a short step: gathered on");
+  f.outbox.atDecode(Infinity);
+  t.same(f.written().at(-1), ["b"], "a prompt's step: written now, not after it");
+});

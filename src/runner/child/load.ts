@@ -126,7 +126,7 @@ export async function loadModel(requested: LoadSpec, host: LoadHost): Promise<Lo
   const slots: Slot[] = [];
   // Every layer on a GPU: the runner's main thread stays awake while a step decodes (runner/awake.ts).
   const awake = awakeFor(model.gpuLayers, model.fileInsights.totalLayers) ? awakeWhile(() => decodeLoop.busy) : undefined;
-  const decodeLoop: DecodeLoop = new DecodeLoop(context, (sinceLastMs) => outbox.atDecode(sinceLastMs), undefined, awake);
+  const decodeLoop: DecodeLoop = new DecodeLoop(context, (expectedMs) => outbox.atDecode(expectedMs), undefined, awake);
   for (let i = 0; i < spec.sequences; i++) {
     const predictor = predictors[i];
     const sequence = context.getSequence(predictor ? { tokenPredictor: predictor } : {});
