@@ -13,9 +13,10 @@
  * would otherwise wait past the interval before the next step, so that the write overlaps the
  * decode rather than delaying the next one, and a model slower than the interval (a step per token
  * longer than it) gets each token at once. A step is expected to take as long as the one before,
- * unless it carries a prompt's tokens: what waits is then written before it. The timer writes what waits when no step follows (the
- * end of a generation, a paused job, node-llama-cpp's own decoding of speculative jobs); when it
- * fires during a step, it leaves the write to the next step once, for at most one more interval.
+ * unless it carries a prompt's tokens: what waits is then written before it. The timer writes what
+ * waits when no step follows (the end of a generation, a paused job, node-llama-cpp's own decoding
+ * of speculative jobs); when it fires during a step, it leaves the write to the next step once, for
+ * at most one more interval.
  *
  * While several of the runner's jobs stream at once, the interval is the setting times their number,
  * up to {@link MAX_STREAMS_SCALE} times: each write costs the same in the runner, the daemon and the
