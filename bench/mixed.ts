@@ -89,8 +89,8 @@ function body(r: MixedRequest, model: string): Record<string, unknown> {
 
 /**
  * The request, sent once more when the server closed the connection without answering (undici's
- * "other side closed": under the 16-client warm-up llama-server did so about once in two full runs,
- * which ended the run); said on stderr. The time to first token still counts from the first send.
+ * "other side closed": llama-server has done so under the 16-client warm-up, which ended the whole
+ * run); said on stderr. The time to first token still counts from the first send.
  */
 async function post(url: string, json: string): Promise<Response> {
   const send = () => fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: json });
