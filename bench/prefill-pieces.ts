@@ -13,7 +13,7 @@
 import { parseArgs } from "node:util";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { flashAttentionFor } from "../src/runner/attention.js";
-import type { AddonContext as Addon } from "../src/runner/decode-loop.js";
+import type { AddonContext as Addon } from "../src/runner/llama-internals.js";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,

@@ -3,86 +3,24 @@
  * take each next token from the sequence's `evaluate()` generator, whose implementation goes through
  * the context's batch dispatcher: main-thread JavaScript per token (a sampler config, locks,
  * queued-decode bookkeeping, token meters, timers) that a small host takes from ggml's decoding
- * threads (docs/benchmarks/history.md, "lmd's own decode loop").
+ * threads (docs/benchmarks/history.md, "lmd's own decode loop"). runner/fast-evaluate.ts gives
+ * each sequence an `evaluate` that asks this loop for its tokens.
  *
- * {@link fastEvaluate} gives a sequence an `evaluate` of its own built on a {@link DecodeLoop}: each
- * step puts every waiting sequence's tokens into one batch (continuing generations first, then
- * prompts up to the batch size, or up to their time slice of it while generations run; a prompt's
- * piece that goes on past the step decodes just before, on its own), decodes it, samples each
- * sequence's next token right behind the decode on the same libuv thread, and hands the tokens back.
- * The next step starts once every generation that goes on has queued its next token. It holds
- * node-llama-cpp's context lock for each step, so decodes node-llama-cpp dispatches itself (the
- * cases below) never overlap it.
- *
- * The sampling is node-llama-cpp's own (`_resolveSamplerConfig` per token, one sampler per
- * evaluation), so temperature, top-k/p, min-p, seeds, repeat penalties, token biases and grammars
- * sample exactly as before. What this loop does not do goes to node-llama-cpp's `evaluate`
- * unchanged: a sequence with a token predictor (speculative decoding), a model that needs context
- * checkpoints (SWA, hybrid or recurrent memory), and tokens that would not fit in the context (its
- * context shift). The sequence's token meter counts as node-llama-cpp counts. Built on
- * node-llama-cpp 3.22.1's internals (`_ctx`, `_sequenceId`, `_nextTokenIndex`, `_contextTokens`,
- * `_resolveSamplerConfig`); the version is pinned.
+ * Each step puts every waiting sequence's tokens into one batch (continuing generations first, then
+ * prompts up to the batch size, or up to their time slice of it while generations run:
+ * runner/step-select.ts; a prompt's piece that goes on past the step decodes just before, on its
+ * own), decodes it, samples each sequence's next token right behind the decode on the same libuv
+ * thread, and hands the tokens back. The next step starts once every generation that goes on has
+ * queued its next token. It holds node-llama-cpp's context lock for each step, so decodes
+ * node-llama-cpp dispatches itself never overlap it. A sequence's tokens and position are recorded
+ * as node-llama-cpp's own evaluation records them, and its token meter counts as node-llama-cpp
+ * counts (runner/llama-internals.ts).
  */
 import { DisposedError, withLock } from "lifecycle-utils";
-import type { LlamaContext, LlamaContextSequence, Token, TokenMeter } from "node-llama-cpp";
-import type { PauseSwitch } from "./flow.js";
-import { PrefillBudget, promptPiece } from "./prefill-budget.js";
-import { samplerConfigurer, type AddonSampler } from "./sampler-config.js";
-
-type Evaluate = LlamaContextSequence["evaluate"];
-type EvaluateOptions = NonNullable<Parameters<Evaluate>[1]>;
-
-/** The addon calls the loop makes (node-llama-cpp's AddonContext and AddonSampler); bench/ times them directly. */
-export interface AddonContext {
-  initBatch(size: number): void;
-  addToBatch(sequenceId: number, firstTokenSequenceIndex: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array;
-  decodeBatch(): Promise<void>;
-  sampleToken(batchLogitIndex: number, sampler: AddonSampler): Promise<number>;
-  removeTokenCellsFromSequence(sequenceId: number, startPos: number, endPos: number): boolean;
-}
-interface ContextInternals {
-  _ctx: AddonContext;
-  /** Set by the patched node-llama-cpp when a sequence erases tokens (see step). */
-  _yieldBeforeNextBatch?: boolean;
-  batchSize: number;
-  contextSize: number;
-}
-interface SequenceInternals {
-  _sequenceId: number;
-  _nextTokenIndex: number;
-  _contextTokens: Token[];
-  _resolveSamplerConfig(options: EvaluateOptions): unknown;
-  /** The patched node-llama-cpp keeps a sampler ready per model (patches/); without it one is made here. */
-  model: {
-    _takeSampler?(): AddonSampler; _prepareSampler?(): void; _model: unknown;
-    _llama: { _bindings: { AddonSampler: new (model: unknown) => AddonSampler } };
-  };
-  tokenPredictor: unknown;
-  tokenMeter: TokenMeter;
-  needsCheckpoints: boolean;
-  disposed: boolean;
-  context: ContextInternals;
-}
-
-/** One sequence's tokens waiting for a step; `sample` is the sampling of the last one's logits. */
-interface Request {
-  sequence: SequenceInternals;
-  tokens: Token[];
-  /** How many of `tokens` earlier steps have decoded (a prompt longer than the batch takes several). */
-  done: number;
-  /** Samples the token after the last one from the batch's logits at this index. */
-  sample: (logit: number) => Promise<number>;
-  resolve(token: number): void;
-  reject(err: unknown): void;
-}
-
-/** A request's part in one step: `count` of its tokens; `logit` where its last token is among them. */
-interface Item {
-  request: Request;
-  count: number;
-  logit?: number;
-  sampled?: Promise<number>;
-}
+import type { LlamaContext, Token } from "node-llama-cpp";
+import type { ContextInternals, SequenceInternals } from "./llama-internals.js";
+import { PrefillBudget } from "./prefill-budget.js";
+import { selectStep, type Item, type Request } from "./step-select.js";
 
 /**
  * With a single libuv thread (a runner's UV_THREADPOOL_SIZE=1), native work runs in the order it is
@@ -254,46 +192,16 @@ export class DecodeLoop {
     await Promise.allSettled(items.flatMap((item) => item.sampled ?? []));
   }
 
-  /**
-   * What the next step decodes: continuing generations (one token each) first, then prompts in the
-   * order they came, up to the batch size. With a KV cache per sequence, llama.cpp computes a batch
-   * that mixes single tokens with prompt ends as separate micro-batches anyway and hands out every
-   * logit at the end: the prompt ends go alone first (their sequences get a first token one step
-   * sooner, at no cost), and the single tokens in the next step with no prompt beside them, never
-   * deferred twice in a row. A prompt that goes on past this batch shares it, so that no generation
-   * stalls behind a long prompt, and while generations run, prompts take only their time budget of
-   * it, in pieces of at least MIN_TOKENS (runner/prefill-budget.ts).
-   */
+  /** What the next step decodes (runner/step-select.ts); requests of disposed sequences fail first. */
   private select(batchSize: number): Item[] {
     for (const request of [...this.queue]) {
       if (!request.sequence.disposed) continue;
       this.remove(request);
       request.reject(new DisposedError());
     }
-    const ordered = [...this.queue.filter((r) => r.tokens.length - r.done === 1), ...this.queue.filter((r) => r.tokens.length - r.done !== 1)];
-    const items: Item[] = [];
-    const generating = ordered[0] !== undefined && ordered[0].tokens.length - ordered[0].done === 1;
-    const deferredBefore = this.deferredSingles;
-    this.deferredSingles = false;
-    let room = batchSize;
-    // Singles deferred by the last step go alone now: their gap spans one prompt share, not two.
-    let promptRoom = deferredBefore && generating ? 0 : this.prefill.tokens(batchSize, generating);
-    /** What the batch holds for prompts once this step's generations are in. */
-    let promptBatch: number | undefined;
-    for (const request of ordered) {
-      const left = request.tokens.length - request.done;
-      let count = Math.min(room, left === 1 ? 1 : promptRoom, left);
-      if (left > 1 && generating) count = promptPiece(left, count, room, (promptBatch ??= room));
-      if (count <= 0) continue;
-      items.push({ request, count });
-      room -= count;
-      if (left > 1) promptRoom -= count;
-    }
-    const several = items.filter((item) => item.count > 1);
-    const continues = several.some((item) => item.request.done + item.count < item.request.tokens.length);
-    if (deferredBefore || several.length === 0 || several.length === items.length || continues) return items;
-    this.deferredSingles = true;
-    return several;
+    const { items, deferred } = selectStep(this.queue, batchSize, this.prefill, this.deferredSingles);
+    this.deferredSingles = deferred;
+    return items;
   }
 
   /**
@@ -314,42 +222,4 @@ export class DecodeLoop {
     const index = this.queue.indexOf(request);
     if (index >= 0) this.queue.splice(index, 1);
   }
-}
-
-/**
- * Gives `sequence` an `evaluate` that decodes on `loop` where it can (see the module comment), and
- * waits between tokens while `pause()` (the job holding the sequence now) is paused, as
- * runner/flow.ts does for node-llama-cpp's own evaluation.
- */
-export function fastEvaluate(sequence: LlamaContextSequence, loop: DecodeLoop, pause: () => PauseSwitch | undefined): void {
-  const inner = sequence as unknown as SequenceInternals;
-  const original = sequence.evaluate.bind(sequence);
-  const context = inner.context;
-  sequence.evaluate = async function* (tokens: Token[], options: EvaluateOptions = {}) {
-    if (inner.tokenPredictor != null || inner.needsCheckpoints) return yield* original(tokens, options);
-    const { model } = inner;
-    const sampler = model._takeSampler?.() ?? new model._llama._bindings.AddonSampler(model._model);
-    const configure = samplerConfigurer(sampler, options, () => inner._resolveSamplerConfig(options));
-    let pending = tokens;
-    try {
-      while (pending.length > 0) {
-        // A context shift is node-llama-cpp's: it takes over for the rest of this evaluation (with a
-        // sampler of its own). LlamaCompletion and LlamaChat shift the context themselves before that.
-        if (inner._nextTokenIndex + pending.length > context.contextSize - 1) return yield* original(pending, options);
-        const paused = pause()?.waiting;
-        if (paused) await paused;
-        const token = await loop.next(inner, pending, (logit) => {
-          configure();
-          return context._ctx.sampleToken(logit, sampler);
-        });
-        if (token === -1) throw new Error("Failed to sample next token");
-        if (options.yieldEogToken !== true && sequence.model.isEogToken(token as Token)) return;
-        const replacement: Token | Token[] | void = yield token as Token;
-        pending = Array.isArray(replacement) ? replacement.slice() : replacement != null ? [replacement] : [token as Token];
-      }
-    } finally {
-      sampler.dispose();
-      model._prepareSampler?.();
-    }
-  } as Evaluate;
 }

@@ -26,7 +26,7 @@ const CONTEXT = 4;
 export class LogprobRecorder {
   private readonly sampled: Sampled[] = [];
   private cursor = 0;
-  /** The sequence's `evaluate` before this job (lmd's decode loop, runner/decode-loop.ts), put back by `restore`. */
+  /** The sequence's `evaluate` before this job (lmd's decode loop, runner/fast-evaluate.ts), put back by `restore`. */
   private readonly previous: Evaluate;
 
   /** @param top alternatives per token; 0 asks only for each chosen token's probability (cheaper). */

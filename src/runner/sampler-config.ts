@@ -1,6 +1,6 @@
 /**
  * Giving node-llama-cpp's native sampler its config once per token, cheaply: the decode loop
- * (runner/decode-loop.ts) resolves a sequence's sampling options as node-llama-cpp does and passes
+ * (runner/fast-evaluate.ts) resolves a sequence's sampling options as node-llama-cpp does and passes
  * the result to the addon only when it changed.
  */
 import type { LlamaContextSequence } from "node-llama-cpp";

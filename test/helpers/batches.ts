@@ -6,7 +6,8 @@
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import type { Test } from "tap";
 import { openLlama } from "../../src/runner/engine.js";
-import { DecodeLoop, fastEvaluate } from "../../src/runner/decode-loop.js";
+import { DecodeLoop } from "../../src/runner/decode-loop.js";
+import { fastEvaluate } from "../../src/runner/fast-evaluate.js";
 import { testGguf } from "./models.js";
 
 /** The tiny test model with one context of `sequences` sequences on 1 thread; disposed after the test. */

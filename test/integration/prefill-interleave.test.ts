@@ -1,6 +1,6 @@
 /**
  * A running stream keeps producing tokens while a long prompt is prefilled beside it on the same
- * model (src/runner/decode-loop.ts, select: a prompt longer than the batch is decoded a batch at a
+ * model (src/runner/step-select.ts: a prompt longer than the batch is decoded a batch at a
  * time, and every step also carries each running generation's next token). A runner that decoded
  * the whole prompt first would leave the stream silent from the prompt's first batch to its first
  * token. Not a timing test: it counts the stream's tokens that arrive between sending the long

@@ -8,7 +8,8 @@
  */
 import t, { type Test } from "tap";
 import { InputLookupTokenPredictor, LlamaCompletion, type LlamaContextSequence, type LlamaGrammar, type Token } from "node-llama-cpp";
-import { DecodeLoop, fastEvaluate } from "../../src/runner/decode-loop.js";
+import { DecodeLoop } from "../../src/runner/decode-loop.js";
+import { fastEvaluate } from "../../src/runner/fast-evaluate.js";
 import { PauseSwitch } from "../../src/runner/flow.js";
 import { LogprobRecorder } from "../../src/runner/logprobs.js";
 import { recordBatches, tinyContext } from "../helpers/batches.js";

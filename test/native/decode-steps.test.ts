@@ -8,7 +8,8 @@
  */
 import t from "tap";
 import { LlamaCompletion } from "node-llama-cpp";
-import { DecodeLoop, fastEvaluate } from "../../src/runner/decode-loop.js";
+import { DecodeLoop } from "../../src/runner/decode-loop.js";
+import { fastEvaluate } from "../../src/runner/fast-evaluate.js";
 import { tinyContext } from "../helpers/batches.js";
 
 t.test("no event-loop turn between the steps of running generations", async (t) => {

@@ -8,7 +8,8 @@
  */
 import t, { type Test } from "tap";
 import { LlamaCompletion, type LlamaContextSequence, type LlamaGrammar, type Token } from "node-llama-cpp";
-import { DecodeLoop, fastEvaluate } from "../../src/runner/decode-loop.js";
+import { DecodeLoop } from "../../src/runner/decode-loop.js";
+import { fastEvaluate } from "../../src/runner/fast-evaluate.js";
 import { generateText, type GenerationOptions } from "../../src/runner/generation.js";
 import { samplingOptions } from "../../src/runner/sampling.js";
 import type { SamplingSpec } from "../../src/runner/types.js";

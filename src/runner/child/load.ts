@@ -18,7 +18,8 @@ import { openLlama } from "../engine.js";
 import { autoThreads } from "../../cpu.js";
 import { slotPredictors, type DraftResources } from "../speculative.js";
 import { pausable } from "../flow.js";
-import { DecodeLoop, fastEvaluate } from "../decode-loop.js";
+import { DecodeLoop } from "../decode-loop.js";
+import { fastEvaluate } from "../fast-evaluate.js";
 import { awakeFor, awakeWhile } from "../awake.js";
 import type { Outbox } from "../outbox.js";
 import { clientSafe, type ChildIo } from "./io.js";
@@ -140,7 +141,7 @@ export async function loadModel(requested: LoadSpec, host: LoadHost): Promise<Lo
   if (draft) installLinearTokenizer(draft.model);
   const prefixCache = spec.prefixCache ? await openPrefixCache(spec.prefixCache, spec, context.contextSize, io) : undefined;
   const loaded = new LoadedModel({ llama, model, context, slots, decodeLoop, modelFile: spec.path, lora: spec.lora ?? [], draft, prefixCache }, io);
-  // The first generation's sampler, made now rather than before its first token (runner/decode-loop.ts).
+  // The first generation's sampler, made now rather than before its first token (runner/fast-evaluate.ts).
   (model as unknown as { _prepareSampler?(): void })._prepareSampler?.();
   if (usable !== undefined) loaded.governThreads(usable, spec.threads);
   const usage = model.memoryUsage;
