@@ -61,7 +61,7 @@ export const median = (xs: number[]) => {
   return s.length === 0 ? NaN : s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
 /** Aggregate runs a side in each serving round. */
-const AGGREGATE_RUNS = 3;
+const AGGREGATE_RUNS = 5;
 /** A new request with no first token after this long while others stream is counted as starved. */
 const STARVED_MS = 10_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
