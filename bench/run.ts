@@ -227,8 +227,8 @@ async function main(): Promise<void> {
   const r: Record<string, number[]> = {};
   const add = (k: string, v: number) => (r[k] ??= []).push(v);
   const promptTokens = args.quick ? 256 : 512;
-  /** Fresh prompts a side each round for the prefill rows. */
-  const PREFILLS = 3;
+  /** Fresh prompts a side each round for the prefill rows (twice round the sides, with llama-server). */
+  const PREFILLS = 6;
   let rss = { loaded: NaN, runner: NaN };
   let rps = { lmd: NaN, bare: NaN };
   let offload = "";
@@ -268,9 +268,12 @@ async function main(): Promise<void> {
       }
       // Each workload starts on idle CPUs (bench/procs.ts, settle).
       for (let i = 0; i < single.length; i++) await settle().then(single[(round + i) % single.length]!);
+      // The side that goes first after the single-stream decodes changes with the round as well as
+      // with the prompt (with PREFILLS a multiple of the sides, the salt alone put the same side there
+      // every round).
       for (let p = 0; p < PREFILLS; p++) {
         const salt = round * PREFILLS + p;
-        for (let i = 0; i < prefill.length; i++) await settle().then(() => prefill[(salt + i) % prefill.length]!(salt));
+        for (let i = 0; i < prefill.length; i++) await settle().then(() => prefill[(round + p + i) % prefill.length]!(salt));
       }
       await settle();
       add("agg4.lmd", rate(await lmdDecode(lmd.url, "Once upon a time", tokens, 4, sampling)));
