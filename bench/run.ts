@@ -269,8 +269,8 @@ async function main(): Promise<void> {
       // Each workload starts on idle CPUs (bench/procs.ts, settle).
       for (let i = 0; i < single.length; i++) await settle().then(single[(round + i) % single.length]!);
       // The side that goes first after the single-stream decodes changes with the round as well as
-      // with the prompt (with PREFILLS a multiple of the sides, the salt alone put the same side there
-      // every round).
+      // with the prompt: an order from the salt alone puts the same side there every round whenever
+      // PREFILLS is a multiple of the sides.
       for (let p = 0; p < PREFILLS; p++) {
         const salt = round * PREFILLS + p;
         for (let i = 0; i < prefill.length; i++) await settle().then(() => prefill[(round + p + i) % prefill.length]!(salt));
