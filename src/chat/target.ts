@@ -81,7 +81,7 @@ async function draftPathOf(services: Services, model: ResolvedModel): Promise<st
 /** The model's capabilities (as /api/show lists them); undefined when its GGUF cannot be read (the load then says why). */
 async function capabilitiesOf(services: Services, model: ResolvedModel): Promise<Capability[] | undefined> {
   const gguf = await ggufOf(services.store, model.digest).catch(() => undefined);
-  return gguf && capabilities(gguf, model.template, model.manifest, model);
+  return gguf && capabilities(gguf, model.template, model);
 }
 
 /**

@@ -86,7 +86,7 @@ async function show(ctx: RequestContext, { store }: Services): Promise<void> {
     ...(model.messages.length > 0 ? { messages: model.messages } : {}),
     details: await modelDetails(store, model.manifest),
     model_info: gguf ? modelInfo(gguf) : {},
-    capabilities: capabilities(gguf, model.template, model.manifest, model),
+    capabilities: capabilities(gguf, model.template, model),
     modified_at: model.modifiedAt.toISOString(),
   };
   sendJson(ctx.res, 200, response);
@@ -133,5 +133,5 @@ async function storedCapabilities(store: ModelStore, manifest: Manifest): Promis
   const gguf = model ? await ggufOf(store, model.digest).catch(() => undefined) : undefined;
   const layer = manifest.layers.find((l) => l.mediaType === MEDIA.template);
   const template = layer ? await store.readBlobText(layer.digest).catch(() => undefined) : undefined;
-  return capabilities(gguf, template, manifest, await store.config(manifest));
+  return capabilities(gguf, template, await store.config(manifest));
 }

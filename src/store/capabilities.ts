@@ -6,7 +6,9 @@
  * `.Thinking` between tags inside `range .Messages`; Jinja: has `<think>` and `</think>`, or splits
  * content at `</think>`); `thinking` for the gpt-oss family (config `model_family` `gptoss` or
  * `gpt-oss`, whatever the template) and `tools` and `thinking` for a config that names the
- * `harmony` parser (template/harmony.ts); `vision` with a projector layer. A model whose config
+ * `harmony` parser (template/harmony.ts). Never `vision`, which Ollama gives a model with a projector
+ * layer: node-llama-cpp runs no projector, so lmd refuses images on every model, and clients that
+ * offer image input by this list (Open WebUI, LangChain) must not be told otherwise. A model whose config
  * names a renderer is judged by its GGUF's template, the one lmd renders it with
  * (store.goTemplateOf). lmd's own word `reranking` replaces `embedding` for a reranker (its pooled
  * output is a score).
@@ -16,10 +18,10 @@ import type { GgufMetadata } from "../gguf/gguf.js";
 import { isReranker } from "../gguf/rerank.js";
 import { parseTemplate } from "../template/index.js";
 import { inferThinkingTags } from "../template/thinking.js";
-import { goTemplateOf, MEDIA, type Manifest, type ModelConfig } from "./store.js";
+import { goTemplateOf, type ModelConfig } from "./store.js";
 
-/** The capabilities of a model from its GGUF header, its Go template (if any), its config and its layers. */
-export function capabilities(gguf: GgufMetadata | undefined, layerTemplate: string | undefined, manifest: Manifest, config: ModelConfig): Capability[] {
+/** The capabilities of a model from its GGUF header, its Go template (if any) and its config. */
+export function capabilities(gguf: GgufMetadata | undefined, layerTemplate: string | undefined, config: ModelConfig): Capability[] {
   const template = goTemplateOf({ template: layerTemplate, renderer: config.renderer });
   const arch = gguf?.metadata["general.architecture"];
   const embedding = typeof arch === "string" && gguf?.metadata[`${arch}.pooling_type`] !== undefined;
@@ -32,7 +34,6 @@ export function capabilities(gguf: GgufMetadata | undefined, layerTemplate: stri
     if (config.parser === "harmony") out.push("tools", "thinking");
     if (config.family === "gptoss" || config.family === "gpt-oss") out.push("thinking");
   }
-  if (manifest.layers.some((l) => l.mediaType === MEDIA.projector)) out.push("vision");
   return [...new Set(out)];
 }
 

@@ -7,10 +7,13 @@
  * on a model whose template shows none is a 400 `<full name> does not support tools` on every
  * surface that takes tools; a reranker's embeddings are a 400 `<full name> does not support embedding`.
  */
+import { createHash } from "node:crypto";
 import t from "tap";
 import { installGguf } from "../../src/store/install.js";
+import { MEDIA } from "../../src/store/store.js";
 import { assertError } from "../helpers/assert-error.js";
 import { postJson, startDaemon } from "../helpers/daemon.js";
+import { buildGguf, kv } from "../helpers/crafted-gguf.js";
 import { bertGguf } from "../helpers/encoder-models.js";
 
 const JINJA_TOOLS_THINK =
@@ -33,8 +36,24 @@ t.test("capabilities by Ollama's rules, in /api/show and /api/tags", async (t) =
     const res = await postJson(`${url}/api/create`, { model, from: "jinja-tools-think", template, stream: false });
     t.equal(res.status, 200, `create ${model}`);
   }
+  // A projector layer beside the model: Ollama says `vision`; lmd runs no projector and refuses
+  // images on every model, so it must not say it can see.
+  const clip = buildGguf({ kvs: [kv.str("general.architecture", "clip"), kv.str("general.name", "mmproj"), kv.u32("general.alignment", 32)] });
+  const clipDigest = `sha256:${createHash("sha256").update(clip).digest("hex")}`;
+  t.equal((await fetch(`${url}/api/blobs/${clipDigest}`, { method: "POST", body: clip })).status, 201);
+  const plain = await app.services.store.findModel("plain");
+  const modelDigest = plain?.manifest.layers.find((l) => l.mediaType === MEDIA.model)?.digest;
+  const files = { "model.gguf": modelDigest, "mmproj.gguf": clipDigest };
+  t.equal((await postJson(`${url}/api/create`, { model: "projector", files, stream: false })).status, 200, "create projector");
+  await assertError(
+    t,
+    await postJson(`${url}/api/chat`, { model: "projector", messages: [{ role: "user", content: "What is it?", images: ["aGk="] }] }),
+    400,
+    "model 'projector' does not support images",
+  );
   const expected: Record<string, string[]> = {
     plain: ["completion"],
+    projector: ["completion"],
     chatml: ["completion"],
     "jinja-tools-think": ["completion", "tools", "thinking"],
     "go-tools": ["completion", "tools"],

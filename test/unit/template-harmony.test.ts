@@ -155,17 +155,16 @@ t.test("which models are harmony's, and what they can do", async (t) => {
   t.notOk(usesHarmony({ template: harmonyTemplate, family: "llama", parser: "" }));
   t.ok(usesHarmony({ template: "{{ .Prompt }}", family: "llama", parser: "harmony" }), "a config that names the parser");
 
-  const manifest = { schemaVersion: 2, mediaType: "", config: { mediaType: "", digest: "", size: 0 }, layers: [] };
-  t.same(capabilities(undefined, HARMONY_TEMPLATE, manifest, { family: "gptoss", parser: "" }), ["completion", "tools", "thinking"]);
+  t.same(capabilities(undefined, HARMONY_TEMPLATE, { family: "gptoss", parser: "" }), ["completion", "tools", "thinking"]);
   t.same(
-    capabilities(undefined, HARMONY_TEMPLATE, manifest, { family: "llama", parser: "" }),
+    capabilities(undefined, HARMONY_TEMPLATE, { family: "llama", parser: "" }),
     ["completion", "tools"],
     "the template alone shows no thought tags",
   );
   t.same(
-    capabilities(undefined, "{{ .Prompt }}", manifest, { family: "gpt-oss", parser: "" }),
+    capabilities(undefined, "{{ .Prompt }}", { family: "gpt-oss", parser: "" }),
     ["completion", "thinking"],
     "the family thinks whatever its template",
   );
-  t.same(capabilities(undefined, "{{ .Prompt }}", manifest, { family: "", parser: "harmony" }), ["completion", "tools", "thinking"]);
+  t.same(capabilities(undefined, "{{ .Prompt }}", { family: "", parser: "harmony" }), ["completion", "tools", "thinking"]);
 });
