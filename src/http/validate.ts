@@ -11,13 +11,45 @@ const ajv = new Ajv({ allErrors: false, coerceTypes: false, useDefaults: false, 
 /** A validator: returns the body typed as `T`, or throws BadRequestError with the contract's message. */
 export type Validator<T> = (body: unknown) => T;
 
-/** Compiles `schema` once; call the result per request. */
-export function compileValidator<T>(schema: SchemaObject): Validator<T> {
+/**
+ * Compiles `schema` once; call the result per request. `asGo`: the body is read as Ollama's Go
+ * server reads it (`goReading`) before it is checked.
+ */
+export function compileValidator<T>(schema: SchemaObject, { asGo = false } = {}): Validator<T> {
   const validate = ajv.compile(schema);
-  return (body: unknown): T => {
+  return (raw: unknown): T => {
+    const body = asGo ? goReading(raw) : raw;
     if (validate(body)) return body as T;
     throw new BadRequestError(messageFor(validate.errors ?? []));
   };
+}
+
+/**
+ * An Ollama API body as Go's encoding/json and Ollama's types read it: a null field is a field not
+ * set (so clients that write every unset field as null work), in the body, its `options` and each
+ * of its `messages`, and a message's role is lower-cased (api.Message's UnmarshalJSON). Nothing
+ * deeper: inside a JSON Schema or a tool's arguments a null is a value.
+ */
+export function goReading(body: unknown): unknown {
+  if (!isRecord(body)) return body;
+  const out = withoutNulls(body);
+  if (isRecord(out.options)) out.options = withoutNulls(out.options);
+  if (Array.isArray(out.messages)) out.messages = out.messages.map((m: unknown) => (isRecord(m) ? goMessage(m) : m));
+  return out;
+}
+
+function goMessage(message: Record<string, unknown>): Record<string, unknown> {
+  const out = withoutNulls(message);
+  if (typeof out.role === "string") out.role = out.role.toLowerCase();
+  return out;
+}
+
+function withoutNulls(object: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(object).filter(([, v]) => v !== null));
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** The contract's message for ajv's errors (the first one, or the most telling branch of a union). */

@@ -24,7 +24,7 @@ import { ollamaLogprobs, toOllama } from "./logprobs.js";
 import { finalStats, toOllamaCalls } from "./ollama-wire.js";
 import type { Services } from "../chat/services.js";
 
-const validate = compileValidator<ChatRequest>(chatSchema);
+const validate = compileValidator<ChatRequest>(chatSchema, { asGo: true });
 
 export function chatRoutes(router: Router, services: Services): void {
   router.add("POST", "/api/chat", (ctx) => chat(ctx, services));

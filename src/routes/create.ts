@@ -24,7 +24,7 @@ import { parseTemplate } from "../template/index.js";
 import { modelField, Progress, requireIdle } from "./model-common.js";
 import type { Services } from "../chat/services.js";
 
-const validate = compileValidator<CreateRequest>(createSchema);
+const validate = compileValidator<CreateRequest>(createSchema, { asGo: true });
 
 /** Layer types a request field replaces wholesale when it is given. */
 const REPLACED_BY: Partial<Record<keyof CreateRequest, string>> = {

@@ -14,8 +14,8 @@ import { resolveTarget } from "../chat/target.js";
 import { parseKeepAlive } from "./generate.js";
 import type { Services } from "../chat/services.js";
 
-const validateEmbed = compileValidator<EmbedRequest>(embedSchema);
-const validateEmbeddings = compileValidator<EmbeddingsRequest>(embeddingsSchema);
+const validateEmbed = compileValidator<EmbedRequest>(embedSchema, { asGo: true });
+const validateEmbeddings = compileValidator<EmbeddingsRequest>(embeddingsSchema, { asGo: true });
 
 export function embedRoutes(router: Router, services: Services): void {
   router.add("POST", "/api/embed", (ctx) => embed(ctx, services));

@@ -20,7 +20,7 @@ import { ollamaLogprobs, toOllama } from "./logprobs.js";
 import { finalStats, toOllamaCalls } from "./ollama-wire.js";
 import type { Services } from "../chat/services.js";
 
-const validate = compileValidator<GenerateRequest>(generateSchema);
+const validate = compileValidator<GenerateRequest>(generateSchema, { asGo: true });
 
 export function generateRoutes(router: Router, services: Services): void {
   router.add("POST", "/api/generate", (ctx) => generate(ctx, services));

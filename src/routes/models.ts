@@ -19,9 +19,9 @@ import { goTemplateOf, MEDIA, type Manifest, type ModelStore } from "../store/st
 import { modelField, requireIdle } from "./model-common.js";
 import type { Services } from "../chat/services.js";
 
-const validateShow = compileValidator<ShowRequest>(showSchema);
-const validateCopy = compileValidator<CopyRequest>(copySchema);
-const validateDelete = compileValidator<DeleteRequest>(deleteSchema);
+const validateShow = compileValidator<ShowRequest>(showSchema, { asGo: true });
+const validateCopy = compileValidator<CopyRequest>(copySchema, { asGo: true });
+const validateDelete = compileValidator<DeleteRequest>(deleteSchema, { asGo: true });
 
 export function modelRoutes(router: Router, services: Services): void {
   router.add("GET", "/api/tags", (ctx) => tags(ctx, services));

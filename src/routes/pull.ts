@@ -26,7 +26,7 @@ import type { Layer } from "../store/store.js";
 import { assertIdle, modelField, Progress, unloadIfIdle } from "./model-common.js";
 import type { Services } from "../chat/services.js";
 
-const validate = compileValidator<PullRequest>(pullSchema);
+const validate = compileValidator<PullRequest>(pullSchema, { asGo: true });
 
 /** Least time between two progress lines of one layer. */
 const PROGRESS_INTERVAL_MS = 200;

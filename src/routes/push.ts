@@ -17,7 +17,7 @@ import { openClient } from "../registry/client.js";
 import { modelField, Progress } from "./model-common.js";
 import type { Services } from "../chat/services.js";
 
-const validate = compileValidator<PushRequest>(pushSchema);
+const validate = compileValidator<PushRequest>(pushSchema, { asGo: true });
 
 export function pushRoutes(router: Router, services: Services): void {
   router.add("POST", "/api/push", (ctx) => push(ctx, services));

@@ -18,7 +18,7 @@ import { createGuards } from "../../src/http/guards.js";
 import { NdjsonStream, SseStream, sendJson, sendText } from "../../src/http/respond.js";
 import { Router, type RequestContext } from "../../src/http/router.js";
 import { createHttpServer, type HttpServer, type RequestInfo } from "../../src/http/server.js";
-import { compileValidator } from "../../src/http/validate.js";
+import { compileValidator, goReading } from "../../src/http/validate.js";
 import { assertError, type RawResponse } from "../helpers/assert-error.js";
 
 const LIMIT = 1024;
@@ -476,4 +476,27 @@ t.test("malformed requests get the contract's body from Node's parser errors", a
   const [head = "", body = ""] = raw.split("\r\n\r\n");
   const headers = Object.fromEntries(head.split("\r\n").slice(1).map((l) => [l.split(":")[0]?.toLowerCase() ?? "", l.slice(l.indexOf(":") + 1).trim()]));
   await assertError(t, { status: Number(head.split(" ")[1]), headers, body }, 400, "bad request");
+});
+
+t.test("goReading: null is not set in the body, its options and its messages, and nowhere deeper", async (t) => {
+  const format = { type: "object", properties: { a: { enum: [null, "x"] } } };
+  const body = {
+    model: "m",
+    system: null,
+    format,
+    options: { temperature: null, top_k: 3 },
+    messages: [{ role: "USER", content: null, tool_calls: [{ function: { name: "f", arguments: { a: null } } }] }, "not an object"],
+  };
+  t.same(goReading(body), {
+    model: "m",
+    format,
+    options: { top_k: 3 },
+    messages: [{ role: "user", tool_calls: [{ function: { name: "f", arguments: { a: null } } }] }, "not an object"],
+  });
+  t.equal(body.system, null, "the body read is a copy");
+  for (const other of [null, [null], "text", 1]) t.same(goReading(other), other, `${JSON.stringify(other)} passes as it is`);
+  const parsed = JSON.parse('{"__proto__": {"polluted": true}, "x": null}') as unknown;
+  const read = goReading(parsed) as Record<string, unknown>;
+  t.equal(({} as Record<string, unknown>).polluted, undefined, "a __proto__ key stays an own field");
+  t.ok(Object.hasOwn(read, "__proto__"));
 });
