@@ -15,6 +15,7 @@ import { compileValidator } from "../http/validate.js";
 import { GgufError, validateGguf, type GgufMetadata } from "../gguf/gguf.js";
 import { loraMismatch } from "../gguf/lora-check.js";
 import { fileTypeName, humanNumber } from "../store/model-info.js";
+import { registryRef } from "../registry/reference.js";
 import { parseModelName, printable } from "../store/names.js";
 import { commitManifest, removeUnreferenced } from "../store/admin.js";
 import { checkLayerSize } from "../store/layers.js";
@@ -22,6 +23,7 @@ import { withNames } from "../store/locks.js";
 import { digestHex, isDigest, MEDIA, type Layer, type ModelStore } from "../store/store.js";
 import { parseTemplate } from "../template/index.js";
 import { modelField, Progress, requireIdle } from "./model-common.js";
+import { pullModel } from "./pull.js";
 import type { Services } from "../chat/services.js";
 
 const validate = compileValidator<CreateRequest>(createSchema, { asGo: true });
@@ -41,7 +43,8 @@ export function createRoutes(router: Router, services: Services): void {
   router.add("POST", "/api/create", (ctx) => create(ctx, services));
 }
 
-async function create(ctx: RequestContext, { store, scheduler }: Services): Promise<void> {
+async function create(ctx: RequestContext, services: Services): Promise<void> {
+  const { store, scheduler } = services;
   const body = validate(await readJson(ctx.req, ctx.maxBodyBytes));
   const input = modelField(body);
   parseModelName(input); // 400 for an invalid name before any work
@@ -64,7 +67,14 @@ async function create(ctx: RequestContext, { store, scheduler }: Services): Prom
   // A template that cannot be parsed is refused now (as Ollama does), not at every later generate.
   if (body.template !== undefined) parseTemplate(body.template);
   await store.requireWritable();
-  const names = body.from && !body.from.startsWith("sha256:") ? [input, body.from] : [input];
+  const fromName = body.from && !body.from.startsWith("sha256:") ? body.from : undefined;
+  // As Ollama: a base model that is not in the store is pulled first, its progress leading the create's.
+  let progress: Progress | undefined;
+  if (fromName && !(await store.findModel(fromName))) {
+    progress = new Progress(ctx.res, body.stream !== false);
+    await pullModel(services, fromName, registryRef(fromName), progress, ctx);
+  }
+  const names = fromName ? [input, fromName] : [input];
   // One create, copy, delete or pull commit per name at a time (store/locks.ts): the base model
   // cannot be deleted under us, and two writers of one name cannot interleave.
   // Blobs named by digest are pinned from the start: a concurrent delete of another model that
@@ -74,7 +84,7 @@ async function create(ctx: RequestContext, { store, scheduler }: Services): Prom
   );
   const unpin = store.pin(named);
   try {
-    await withNames(store, names, () => createLocked(ctx, body, input, { store, scheduler }));
+    await withNames(store, names, () => createLocked(ctx, body, input, { store, scheduler }, progress));
   } finally {
     unpin();
   }
@@ -85,6 +95,7 @@ async function createLocked(
   body: CreateRequest,
   input: string,
   { store, scheduler }: Pick<Services, "store" | "scheduler">,
+  pulled: Progress | undefined, // the progress of the base model's pull, which the create's lines follow
 ): Promise<void> {
   let layers: Layer[] = [];
   let baseParams: Record<string, unknown> = {};
@@ -145,7 +156,7 @@ async function createLocked(
   const unpin = store.pin(layers.map((l) => l.digest));
   const written: string[] = [];
   try {
-    const progress = new Progress(ctx.res, body.stream !== false);
+    const progress = pulled ?? new Progress(ctx.res, body.stream !== false);
     for (const l of layers) await progress.send({ status: `using existing layer ${l.digest}` });
     const added = await smallLayers(store, body, baseParams);
     written.push(...added.map((l) => l.digest));

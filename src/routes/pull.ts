@@ -16,7 +16,7 @@ import { pullSchema } from "../api/model-schemas.js";
 import { readJson } from "../http/body.js";
 import type { RequestContext, Router } from "../http/router.js";
 import { compileValidator } from "../http/validate.js";
-import { registryRef } from "../registry/reference.js";
+import { registryRef, type RegistryRef } from "../registry/reference.js";
 import { BlobLeases } from "../registry/download.js";
 import { openClient } from "../registry/client.js";
 import { PullSources, pullSources } from "../registry/mirror.js";
@@ -35,17 +35,33 @@ export function pullRoutes(router: Router, services: Services): void {
   router.add("POST", "/api/pull", (ctx) => pull(ctx, services));
 }
 
-async function pull(ctx: RequestContext, { store, scheduler, config }: Services): Promise<void> {
+async function pull(ctx: RequestContext, services: Services): Promise<void> {
   const body = validate(await readJson(ctx.req, ctx.maxBodyBytes));
   const input = modelField(body);
   const ref = registryRef(input, body.insecure === true);
-  assertIdle(scheduler, input);
-  await store.requireWritable(); // a real status, before the stream starts
-  const sources = new PullSources(pullSources(ref, config.registry.mirrors), (r) => openClient(r, config.registry), ctx.log, ctx.signal);
+  assertIdle(services.scheduler, input);
+  await services.store.requireWritable(); // a real status, before the stream starts
   // The first line goes out before the registry is asked, as Ollama does: a client sees at once
   // that the pull started, and a registry failure is the stream's last line (status 200 already
   // sent, so the CLI does not retry what retrying cannot fix). Without streaming, the real status.
   const progress = new Progress(ctx.res, body.stream !== false);
+  await pullModel(services, input, ref, progress, ctx);
+  progress.done();
+}
+
+/**
+ * Pulls `input` from `ref` into the store, its steps told on `progress` (from `pulling manifest`
+ * to `writing manifest`; the caller ends it). Also the first step of a create whose base model is
+ * not in the store (routes/create.ts).
+ */
+export async function pullModel(
+  { store, scheduler, config }: Pick<Services, "store" | "scheduler" | "config">,
+  input: string,
+  ref: RegistryRef,
+  progress: Progress,
+  ctx: Pick<RequestContext, "log" | "signal">,
+): Promise<void> {
+  const sources = new PullSources(pullSources(ref, config.registry.mirrors), (r) => openClient(r, config.registry), ctx.log, ctx.signal);
   await progress.send({ status: "pulling manifest" });
   const leases = new BlobLeases();
   let committed = false;
@@ -75,7 +91,6 @@ async function pull(ctx: RequestContext, { store, scheduler, config }: Services)
     await withNames(store, [input], () => commitManifest(store, input, manifest));
     committed = true;
     await unloadIfIdle(scheduler, input); // a loaded copy of the old version must not keep serving
-    progress.done();
   } finally {
     unpin();
     // Blobs published by a pull that then failed (the manifest write, or a pull sharing them):
