@@ -26,7 +26,8 @@ async function embed(ctx: RequestContext, services: Services): Promise<void> {
   const started = process.hrtime.bigint();
   const body = validateEmbed(await readJson(ctx.req, services.config.maxBodyBytes));
   const target = await resolveTarget(services, body.model, body.options, parseKeepAlive(body.keep_alive), ctx.log);
-  const inputs = body.input === undefined ? [] : typeof body.input === "string" ? [body.input] : body.input;
+  // As Ollama: an empty string is no input (the load form), as an empty array is.
+  const inputs = body.input === undefined || body.input === "" ? [] : typeof body.input === "string" ? [body.input] : body.input;
   const { result, loadNs } = await runEmbed(services, ctx.signal, target, inputs, body.truncate !== false, body.dimensions);
   sendJson(ctx.res, 200, {
     model: body.model,

@@ -82,9 +82,11 @@ t.test("embeddings", async (t) => {
   });
 
   t.test("empty input is the load form", async (t) => {
-    const body = await embed({ input: [] });
-    t.same(body.embeddings, []);
-    t.equal(body.prompt_eval_count, 0);
+    for (const input of [[], ""]) {
+      const body = await embed({ input });
+      t.same(body.embeddings, [], `${JSON.stringify(input)}: no vector, as Ollama (a string input counts only when not empty)`);
+      t.equal(body.prompt_eval_count, 0);
+    }
   });
 
   t.test("errors", async (t) => {
