@@ -121,8 +121,8 @@ export const openaiChatSchema = {
         properties: {
           role: { type: "string", enum: ["system", "developer", "user", "assistant", "tool"] },
           content: openaiContent,
-          name: str,
-          tool_call_id: str,
+          name: { type: ["string", "null"] },
+          tool_call_id: { type: ["string", "null"] },
           reasoning: { type: ["string", "null"] },
           tool_calls: {
             type: ["array", "null"],
@@ -138,6 +138,7 @@ export const openaiChatSchema = {
     tools: { type: ["array", "null"], items: tool },
     tool_choice: {
       anyOf: [
+        { type: "null" },
         { type: "string", enum: ["none", "auto", "required"] },
         { type: "object", required: ["function"], properties: { function: { type: "object", required: ["name"], properties: { name: str } } } },
       ],

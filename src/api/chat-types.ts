@@ -119,9 +119,9 @@ export interface OpenAIContentPart {
 export interface OpenAIMessage {
   role: "system" | "developer" | "user" | "assistant" | "tool";
   content?: string | OpenAIContentPart[] | null;
-  name?: string;
+  name?: string | null;
   tool_calls?: OpenAIToolCall[];
-  tool_call_id?: string;
+  tool_call_id?: string | null;
   /** Assistant messages: the thoughts that came with the answer (Ollama's field). */
   reasoning?: string | null;
 }
@@ -148,7 +148,7 @@ export interface OpenAIChatRequest extends OpenAISampling {
   logprobs?: boolean | null;
   top_logprobs?: number | null;
   tools?: ChatTool[];
-  tool_choice?: OpenAIToolChoice;
+  tool_choice?: OpenAIToolChoice | null;
   response_format?: { type: "text" | "json_object" | "json_schema"; json_schema?: { name?: string; schema?: Record<string, unknown>; strict?: boolean } };
   /** Thinking models: "none" turns thoughts off; "minimal".."high" (and beyond) set the level. */
   reasoning_effort?: string | null;

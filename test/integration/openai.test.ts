@@ -52,6 +52,18 @@ t.test("/v1", async (t) => {
     t.ok(body.usage.completion_tokens > 0 && body.usage.completion_tokens <= 8, "max_tokens bounds the answer");
   });
 
+  t.test("chat/completions: the fields SDKs write as null when unset", async (t) => {
+    const res = await v1("chat/completions", {
+      model: "chat",
+      messages: [{ role: "user", content: "Hi", name: null, tool_call_id: null }],
+      tool_choice: null,
+      tools: null,
+      response_format: null,
+      ...greedy,
+    });
+    t.equal(res.status, 200, await res.clone().text());
+  });
+
   t.test("chat/completions, streamed as SSE with usage", async (t) => {
     const messages = [{ role: "user", content: "Tell me a story" }];
     const whole = (await (await v1("chat/completions", { model: "chat", messages, ...greedy })).json()) as { choices: { message: { content: string } }[] };

@@ -73,7 +73,7 @@ export function toTools(body: OpenAIChatRequest): ToolSpec[] | undefined {
 /** `tool_choice`; a named function must be one of the tools. */
 export function toToolChoice(body: OpenAIChatRequest, tools: ToolSpec[] | undefined): ToolChoice | undefined {
   const choice = body.tool_choice;
-  if (choice === undefined || !tools) return undefined;
+  if (choice == null || !tools) return undefined;
   if (typeof choice === "string") return choice;
   const name = choice.function.name;
   if (!tools.some((t) => t.name === name)) throw new BadRequestError(`invalid value for parameter 'tool_choice': tool '${name}' is not among the tools`);
