@@ -140,6 +140,25 @@ t.test("/v1", async (t) => {
     t.equal(chunks.map((c) => c.choices[0]!.text).join(""), body.choices[0]!.text);
   });
 
+  t.test("completions with a suffix: fill-in-the-middle through the template, as /api/generate", async (t) => {
+    const template = "<PRE> {{ .Prompt }} <SUF>{{ .Suffix }} <MID>";
+    t.equal((await postJson(`${url}/api/create`, { model: "fim", from: "chat", template, stream: false })).status, 200);
+    const fim = { prompt: "def area(r):", suffix: "return result" };
+    // /api/generate first, on a fresh prompt: its prompt_eval_count is the whole rendered prompt.
+    const options = { temperature: 0, seed: 5, num_predict: 8 };
+    const gen = (await (await postJson(`${url}/api/generate`, { model: "fim", ...fim, stream: false, options })).json()) as {
+      response: string;
+      prompt_eval_count: number;
+    };
+    const res = await v1("completions", { model: "fim", ...fim, ...greedy });
+    t.equal(res.status, 200);
+    const body = (await res.json()) as { choices: { text: string }[]; usage: { prompt_tokens: number } };
+    t.equal(body.choices[0]!.text, gen.response, "the same text as /api/generate with the suffix");
+    t.equal(body.usage.prompt_tokens, gen.prompt_eval_count, "the same rendered prompt");
+    await assertError(t, await v1("completions", { model: "chat", ...fim }), 400, "model 'chat' does not support insert");
+    t.equal((await fetch(`${url}/api/delete`, { method: "DELETE", body: JSON.stringify({ model: "fim" }) })).status, 200);
+  });
+
   t.test("embeddings: float and base64", async (t) => {
     const res = await v1("embeddings", { model: "chat", input: ["red apple", "blue sky"] });
     const body = (await res.json()) as { object: string; data: { object: string; index: number; embedding: number[] }[]; usage: { prompt_tokens: number } };

@@ -1,14 +1,16 @@
 /**
  * `POST /v1/completions`: raw text completion (the prompt is evaluated as given, without the chat
  * template, as llama.cpp's server does), an adapter over the same runner job as `/api/generate`.
+ * With a `suffix` it is fill-in-the-middle, rendered as `/api/generate` renders a prompt and suffix
+ * (the template's `.Suffix`), as Ollama does here.
  */
 import type { OpenAICompletionRequest } from "../../api/chat-types.js";
 import { openaiCompletionSchema } from "../../api/chat-schemas.js";
-import { BadRequestError } from "../../errors.js";
 import { readJson } from "../../http/body.js";
 import { outputFlow, sendJson, SseStream } from "../../http/respond.js";
 import type { RequestContext } from "../../http/router.js";
 import { compileValidator } from "../../http/validate.js";
+import { runGenerate } from "../../chat/generate.js";
 import { runCompletion } from "../../chat/run.js";
 import { requireCompletion, resolveTarget } from "../../chat/target.js";
 import type { TokenLogprob } from "../../chat/types.js";
@@ -20,7 +22,6 @@ const validate = compileValidator<OpenAICompletionRequest>(openaiCompletionSchem
 
 export async function completions(ctx: RequestContext, services: Services): Promise<void> {
   const body = validate(await readJson(ctx.req, services.config.maxBodyBytes));
-  if (body.suffix) throw new BadRequestError(`model '${body.model}' does not support insert`);
   const prompt = typeof body.prompt === "string" ? body.prompt : (body.prompt[0] ?? "");
   const target = await resolveTarget(services, body.model, toOptions(body), undefined, ctx.log);
   await requireCompletion(services, target, "generate");
@@ -46,7 +47,10 @@ export async function completions(ctx: RequestContext, services: Services): Prom
       if (lps) allLogprobs.push(...lps);
     }
   };
-  const { stats } = await runCompletion(services, target, prompt, logprobs, { signal: ctx.signal, flow: outputFlow(ctx.res), onText });
+  const sink = { signal: ctx.signal, flow: outputFlow(ctx.res), onText };
+  const { stats } = body.suffix
+    ? await runGenerate(services, target, { model: body.model, prompt, suffix: body.suffix }, undefined, logprobs, sink)
+    : await runCompletion(services, target, prompt, logprobs, sink);
   if (stats.doneReason === "cancelled") return; // the client is gone
   const usage = usageOf(stats);
   if (stream) {
