@@ -156,6 +156,7 @@ t.test("/v1", async (t) => {
     t.equal(body.choices[0]!.text, gen.response, "the same text as /api/generate with the suffix");
     t.equal(body.usage.prompt_tokens, gen.prompt_eval_count, "the same rendered prompt");
     await assertError(t, await v1("completions", { model: "chat", ...fim }), 400, "model 'chat' does not support insert");
+    await assertError(t, await v1("completions", { model: "chat", ...fim, stream: true, echo: true }), 400, "model 'chat' does not support insert");
     t.equal((await fetch(`${url}/api/delete`, { method: "DELETE", body: JSON.stringify({ model: "fim" }) })).status, 200);
   });
 

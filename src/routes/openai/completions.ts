@@ -11,6 +11,7 @@ import { outputFlow, sendJson, SseStream } from "../../http/respond.js";
 import type { RequestContext } from "../../http/router.js";
 import { compileValidator } from "../../http/validate.js";
 import { runGenerate } from "../../chat/generate.js";
+import { checkGenerate } from "../../chat/generate-prompt.js";
 import { runCompletion } from "../../chat/run.js";
 import { requireCompletion, resolveTarget } from "../../chat/target.js";
 import type { TokenLogprob } from "../../chat/types.js";
@@ -25,6 +26,8 @@ export async function completions(ctx: RequestContext, services: Services): Prom
   const prompt = typeof body.prompt === "string" ? body.prompt : (body.prompt[0] ?? "");
   const target = await resolveTarget(services, body.model, toOptions(body), undefined, ctx.log);
   await requireCompletion(services, target, "generate");
+  const fim = body.suffix ? { model: body.model, prompt, suffix: body.suffix } : undefined;
+  if (fim) checkGenerate(fim, target.model); // its 400 before any byte of a stream (echo writes one at once)
   const head = { id: responseId("cmpl"), object: "text_completion", created: unixNow(), model: body.model, system_fingerprint: SYSTEM_FINGERPRINT };
   const choice = (text: string, finish: string | null, logprobs: Record<string, unknown> | null = null) => ({
     ...head,
@@ -48,9 +51,7 @@ export async function completions(ctx: RequestContext, services: Services): Prom
     }
   };
   const sink = { signal: ctx.signal, flow: outputFlow(ctx.res), onText };
-  const { stats } = body.suffix
-    ? await runGenerate(services, target, { model: body.model, prompt, suffix: body.suffix }, undefined, logprobs, sink)
-    : await runCompletion(services, target, prompt, logprobs, sink);
+  const { stats } = fim ? await runGenerate(services, target, fim, undefined, logprobs, sink) : await runCompletion(services, target, prompt, logprobs, sink);
   if (stats.doneReason === "cancelled") return; // the client is gone
   const usage = usageOf(stats);
   if (stream) {
