@@ -2,6 +2,7 @@
  * What a runner is loaded with: the load spec a request's options, the model's parameters, its
  * policy and the daemon's defaults make, and whether a loaded runner already serves a request.
  */
+import os from "node:os";
 import type { FlashAttention, KvCacheType, LoadSpec, RunnerGpu } from "../runner/types.js";
 import type { ResolvedModel } from "../store/store.js";
 import { contextLength, numberParam, withinTrained } from "./context-length.js";
@@ -25,7 +26,9 @@ export function specFor(model: ResolvedModel, options: AcquireOptions, policy: M
     path: model.modelPath,
     contextSize: numCtx,
     sequences: policy?.numParallel ?? defaults.numParallel,
-    threads: numThread !== undefined && numThread > 0 ? numThread : (defaults.threads ?? 0),
+    // A request's or a model's num_thread is capped at the CPUs this process may run on: more never
+    // helps (llama.cpp's threads meet at spinning barriers) and a huge count wedges the runner.
+    threads: numThread !== undefined && numThread > 0 ? Math.min(numThread, os.availableParallelism()) : (defaults.threads ?? 0),
     // `gpus: []` in the policy file: no GPU for this model, so no backend probing in its runner.
     gpu: policy?.gpus?.length === 0 ? false : gpu,
     ...(policy?.gpus !== undefined ? { gpus: policy.gpus } : {}),
