@@ -4,6 +4,7 @@
  * because `name` is its alias: the routes check that one of the two is present.
  */
 import type { SchemaObject } from "ajv";
+import { optionsSchema } from "./schemas.js";
 
 const name = { type: "string" } as const;
 
@@ -42,7 +43,8 @@ export const createSchema: SchemaObject = {
     adapters: digestMap,
     template: { type: "string" },
     system: { type: "string" },
-    parameters: { type: "object" },
+    // The ranges and types a request's `options` has: a value no request could send is never stored.
+    parameters: optionsSchema,
     draft: { type: "string", minLength: 1 },
     renderer: { type: "string", maxLength: 128 },
     parser: { type: "string", maxLength: 128 },

@@ -63,6 +63,9 @@ async function create(ctx: RequestContext, services: Services): Promise<void> {
   if (body.draft !== undefined) body.parameters = { ...body.parameters, draft: body.draft };
   const draft = body.parameters?.draft;
   if (draft !== undefined && (typeof draft !== "string" || !(await store.findModel(draft)))) throw new ModelNotFoundError(printable(String(draft)));
+  // A messages layer holds each message's role and content; anything else a client sent with them
+  // (however deeply nested) is not stored.
+  if (body.messages) body.messages = body.messages.map(({ role, content }) => ({ role, content }));
   checkSmallFields(body);
   // A template that cannot be parsed is refused now (as Ollama does), not at every later generate.
   if (body.template !== undefined) parseTemplate(body.template);

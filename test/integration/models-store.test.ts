@@ -206,6 +206,22 @@ t.test("create from uploaded blobs and from an existing model", async (t) => {
   );
   await assertError(t, await postJson(`${url}/api/create`, { model: "x" }), 400, "neither 'from' nor 'files' was specified");
   await assertError(t, await postJson(`${url}/api/create`, { from: "made" }), 400, "model is required");
+  // Parameters have the ranges and types of a request's options: nothing stored that every later request would fail on.
+  const withParameters = (parameters: unknown) => postJson(`${url}/api/create`, { model: "x", from: "made", parameters, stream: false });
+  await assertError(t, await withParameters({ temperature: "hot" }), 400, "invalid type for parameter 'parameters.temperature': expected number");
+  await assertError(t, await withParameters({ num_ctx: -5 }), 400, "num_ctx must be at least 1");
+  await assertError(t, await withParameters({ temperature: 99 }), 400, "temperature must be between 0 and 2");
+  await assertError(t, await withParameters({ stop: Array.from({ length: 18 }, (_, i) => `s${i}`) }), 400, "stop must have at most 16 items");
+  // Whatever else a message carries is not stored, however deep (JSON.stringify of it overflowed the stack: a 500).
+  const deep = `${"[".repeat(5000)}${"]".repeat(5000)}`;
+  const nested = await fetch(`${url}/api/create`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: `{"model":"nested","from":"made","stream":false,"messages":[{"role":"user","content":"x","images":${deep}}]}`,
+  });
+  t.equal(nested.status, 200, "a deeply nested field beside a message's role and content");
+  const nestedShow = (await (await postJson(`${url}/api/show`, { model: "nested" })).json()) as { messages: unknown };
+  t.same(nestedShow.messages, [{ role: "user", content: "x" }], "only role and content are kept");
   const text = Buffer.from("not a gguf");
   await upload(url, text);
   await assertError(
