@@ -23,7 +23,9 @@ export interface ContextSources {
  */
 export function contextLength(sources: ContextSources, trained?: number): number {
   const { request, policy, params, fallback } = sources;
-  const asked = numberParam(request) ?? policy?.numCtx ?? numberParam(policy?.options.num_ctx) ?? numberParam(params.num_ctx) ?? fallback;
+  // A stored model's own num_ctx counts only when positive (a pulled manifest's params are not checked as a create's are).
+  const own = numberParam(params.num_ctx);
+  const asked = numberParam(request) ?? policy?.numCtx ?? numberParam(policy?.options.num_ctx) ?? (own !== undefined && own >= 1 ? own : undefined) ?? fallback;
   return withinTrained(asked, trained);
 }
 
