@@ -110,6 +110,12 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
   capConnections(server, { total: limits.maxConnections, firstRequestMs: limits.headersTimeoutMs }, options.log);
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
+  // What Node answers itself, with no body or none at all, in the contract's shape instead: an
+  // Expect other than 100-continue (417), and CONNECT, a proxy's method no route takes (405).
+  server.on("checkExpectation", (_req: IncomingMessage, res: ServerResponse) => {
+    sendJson(res, 417, { error: "expectation failed: only 100-continue is supported" }, { connection: "close" });
+  });
+  server.on("connect", (_req: IncomingMessage, socket: Duplex) => answerRaw(socket, 405, "method CONNECT not allowed"));
   return {
     server,
     startDraining: () => { draining = true; },
@@ -300,6 +306,11 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
     err.code === "HPE_HEADER_OVERFLOW" ? [431, "request header fields too large"]
     : err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? [408, "request timeout"]
     : [400, "bad request"];
+  answerRaw(socket, status, message);
+}
+
+/** An error answer written straight to the socket (no request object to answer through), then closed. */
+function answerRaw(socket: Duplex, status: number, message: string): void {
   const body = JSON.stringify({ error: message });
   socket.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ""}\r\ncontent-type: application/json; charset=utf-8\r\n` +

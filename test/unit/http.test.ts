@@ -464,10 +464,10 @@ t.test("draining: new requests get 503 with Retry-After", async (t) => {
   await assertError(t, res, 503, "server is shutting down");
 });
 
-t.test("malformed requests get the contract's body from Node's parser errors", async (t) => {
-  const { port } = await startServer(t);
+/** Sends `text` on a new connection and parses the one answer that comes back before the server closes it. */
+async function rawExchange(port: number, text: string): Promise<RawResponse> {
   const raw = await new Promise<string>((resolve, reject) => {
-    const socket = net.connect(port, "127.0.0.1", () => socket.write("NOT A REQUEST\r\n\r\n"));
+    const socket = net.connect(port, "127.0.0.1", () => socket.write(text));
     let data = "";
     socket.on("data", (c) => (data += c.toString()));
     socket.on("end", () => resolve(data));
@@ -475,7 +475,19 @@ t.test("malformed requests get the contract's body from Node's parser errors", a
   });
   const [head = "", body = ""] = raw.split("\r\n\r\n");
   const headers = Object.fromEntries(head.split("\r\n").slice(1).map((l) => [l.split(":")[0]?.toLowerCase() ?? "", l.slice(l.indexOf(":") + 1).trim()]));
-  await assertError(t, { status: Number(head.split(" ")[1]), headers, body }, 400, "bad request");
+  return { status: Number(head.split(" ")[1]), headers, body };
+}
+
+t.test("malformed requests get the contract's body from Node's parser errors", async (t) => {
+  const { port } = await startServer(t);
+  await assertError(t, await rawExchange(port, "NOT A REQUEST\r\n\r\n"), 400, "bad request");
+});
+
+t.test("what Node would answer itself gets the contract's body: an unknown Expect, CONNECT", async (t) => {
+  const { port } = await startServer(t);
+  const expect = "POST /echo HTTP/1.1\r\nhost: 127.0.0.1\r\nexpect: foo\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+  await assertError(t, await rawExchange(port, expect), 417, "expectation failed: only 100-continue is supported");
+  await assertError(t, await rawExchange(port, "CONNECT 127.0.0.1:22 HTTP/1.1\r\nhost: 127.0.0.1:22\r\n\r\n"), 405, "method CONNECT not allowed");
 });
 
 t.test("goReading: null is not set in the body, its options and its messages, and nowhere deeper", async (t) => {
