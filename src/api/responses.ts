@@ -1,7 +1,7 @@
 /**
  * Wire types and the JSON Schema of OpenAI's Responses API as lmd accepts it (`POST /v1/responses`,
  * stateless). A leaf, like types.ts. Unknown fields are allowed and ignored (`store`, `metadata`,
- * `truncation`, `parallel_tool_calls`, `reasoning`); ranges are those of the other endpoints.
+ * `truncation`, `parallel_tool_calls`); ranges are those of the other endpoints.
  */
 
 export interface ResponsesContentPart {
@@ -52,6 +52,8 @@ export interface ResponsesRequest {
   /** With `include: ["message.output_text.logprobs"]`: alternatives per output token (0–20). */
   top_logprobs?: number | null;
   include?: string[] | null;
+  /** A thinking model's effort, as on /v1/chat/completions ("none" turns its thoughts off). */
+  reasoning?: { effort?: string | null } | null;
 }
 
 const str = { type: "string" } as const;
@@ -116,5 +118,6 @@ export const responsesSchema = {
     previous_response_id: { type: ["string", "null"] },
     top_logprobs: nullable({ type: "integer", minimum: 0, maximum: 20 }),
     include: { type: ["array", "null"], items: str },
+    reasoning: { type: ["object", "null"], properties: { effort: { type: ["string", "null"] } } },
   },
 } as const;

@@ -133,5 +133,12 @@ t.test("responses", async (t) => {
     t.match(stored, { status: 400, message: /previous_response_id is not supported/ });
     const web = await openai.responses.create({ ...base, input: "hi", tools: [{ type: "web_search" }] }).catch((e: unknown) => e);
     t.match(web, { status: 400, message: /unsupported tool type 'web_search'/ });
+    // reasoning.effort as on /v1/chat/completions (it was accepted and ignored).
+    const bogus = await openai.responses.create({ ...base, input: "hi", reasoning: { effort: "bogus" as "low" } }).catch((e: unknown) => e);
+    t.match(bogus, { status: 400, message: /invalid reasoning value: \\"bogus\\"/ });
+    const high = await openai.responses.create({ ...base, input: "hi", reasoning: { effort: "high" } }).catch((e: unknown) => e);
+    t.match(high, { status: 400, message: /does not support thinking/ }, "a level on a model that does not think");
+    const none = await openai.responses.create({ ...base, input: "hi", reasoning: { effort: "none" } });
+    t.match(none, { object: "response", status: /^(completed|incomplete)$/ }, "none: no thoughts, on any model");
   });
 });

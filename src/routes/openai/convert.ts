@@ -130,7 +130,7 @@ export const SYSTEM_FINGERPRINT = "fp_lmd";
  * `reasoning.effort` or `reasoning_effort` → `think`, as Ollama's openai layer maps it: "none" is
  * false, "minimal" is "low", the levels pass, and "xhigh" and "ultra" are "max".
  */
-export function toThink(body: OpenAIChatRequest): boolean | "low" | "medium" | "high" | "max" | undefined {
+export function toThink(body: Pick<OpenAIChatRequest, "reasoning" | "reasoning_effort">): boolean | "low" | "medium" | "high" | "max" | undefined {
   const effort = body.reasoning?.effort ?? body.reasoning_effort ?? "";
   switch (effort) {
     case "": return undefined;

@@ -1,7 +1,8 @@
 /**
  * Translations between OpenAI's Responses API and lmd's chat service: `instructions` and `input`
  * items (messages, function calls and their outputs) → chat turns, function tools and
- * `tool_choice` → tool specs, `text.format` → a grammar, sampling fields → Ollama options.
+ * `tool_choice` → tool specs, `text.format` → a grammar, `reasoning.effort` → think (as on
+ * /v1/chat/completions), sampling fields → Ollama options.
  */
 import type { ResponsesContentPart, ResponsesInputItem, ResponsesRequest } from "../../api/responses.js";
 import type { ModelOptions } from "../../api/types.js";
@@ -9,6 +10,7 @@ import { BadRequestError } from "../../errors.js";
 import type { ChatTurn, GrammarSpec, ToolCallSpec, ToolChoice, ToolSpec } from "../../chat/types.js";
 import { toArguments } from "../chat.js";
 import type { ChatCall } from "../../chat/run.js";
+import { toThink } from "./convert.js";
 
 /**
  * The chat call of a request. lmd stores no responses: a `previous_response_id` would silently
@@ -21,7 +23,7 @@ export function toChatCall(body: ResponsesRequest, model: string): ChatCall {
   if (typeof body.input === "string") turns.push({ role: "user", content: body.input });
   else turns.push(...toTurns(body.input, model));
   const tools = toTools(body);
-  return { turns, tools, toolChoice: toToolChoice(body, tools), grammar: toGrammar(body) };
+  return { turns, tools, toolChoice: toToolChoice(body, tools), grammar: toGrammar(body), think: toThink(body) };
 }
 
 /** Items → turns: consecutive function calls join the assistant turn before them; outputs find their call's name by `call_id`. */
