@@ -6,7 +6,8 @@
  *
  * No generated body names an installed model (the daemon's one model is called `sentinel-q7`, and
  * every generated string that mentions it is dropped), so no case makes a model load or generate,
- * and no case sends a valid name to /api/pull or /api/push (which would contact a registry).
+ * and no case sends a valid name to /api/pull or /api/push, or as /api/create's `from` (a base
+ * model not in the store is pulled): each would contact a registry.
  */
 import fc from "fast-check";
 import { Pool } from "undici";
@@ -204,7 +205,7 @@ export function endpointFields(model: fc.Arbitrary<Json>): Record<string, Record
     "POST /api/embeddings": { model, prompt: value, options },
     "POST /api/show": { model, name: model, verbose: value },
     "POST /api/create": {
-      model, name: model, from: fc.oneof(model, fc.constant("sha256:" + "0".repeat(64))),
+      model, name: model, from: fc.oneof(modelNoRegistry, fc.constant("sha256:" + "0".repeat(64))),
       files: fc.oneof(value, fc.dictionary(hostileString, fc.oneof(value, fc.constant("sha256:" + "1".repeat(64))))),
       template: value, system: value, parameters: value, messages, license: value, adapters: value,
     },
