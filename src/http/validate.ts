@@ -26,14 +26,16 @@ export function compileValidator<T>(schema: SchemaObject, { asGo = false } = {})
 
 /**
  * An Ollama API body as Go's encoding/json and Ollama's types read it: a null field is a field not
- * set (so clients that write every unset field as null work), in the body, its `options` and each
- * of its `messages`, and a message's role is lower-cased (api.Message's UnmarshalJSON). Nothing
- * deeper: inside a JSON Schema or a tool's arguments a null is a value.
+ * set (so clients that write every unset field as null work), in the body, its `options` (and a
+ * create's `parameters`) and each of its `messages`, and a message's role is lower-cased
+ * (api.Message's UnmarshalJSON). Nothing deeper: inside a JSON Schema or a tool's arguments a null
+ * is a value.
  */
 export function goReading(body: unknown): unknown {
   if (!isRecord(body)) return body;
   const out = withoutNulls(body);
   if (isRecord(out.options)) out.options = withoutNulls(out.options);
+  if (isRecord(out.parameters)) out.parameters = withoutNulls(out.parameters);
   if (Array.isArray(out.messages)) out.messages = out.messages.map((m: unknown) => (isRecord(m) ? goMessage(m) : m));
   return out;
 }

@@ -212,7 +212,7 @@ t.test("create from uploaded blobs and from an existing model", async (t) => {
   await assertError(t, await withParameters({ num_ctx: -5 }), 400, "num_ctx must be at least 1");
   await assertError(t, await withParameters({ temperature: 99 }), 400, "temperature must be between 0 and 2");
   await assertError(t, await withParameters({ stop: Array.from({ length: 18 }, (_, i) => `s${i}`) }), 400, "stop must have at most 16 items");
-  // Whatever else a message carries is not stored, however deep (JSON.stringify of it overflowed the stack: a 500).
+  // Whatever else a message carries is not stored, however deep (JSON.stringify of a deep value overflows the stack).
   const deep = `${"[".repeat(5000)}${"]".repeat(5000)}`;
   const nested = await fetch(`${url}/api/create`, {
     method: "POST",

@@ -133,7 +133,7 @@ t.test("responses", async (t) => {
     t.match(stored, { status: 400, message: /previous_response_id is not supported/ });
     const web = await openai.responses.create({ ...base, input: "hi", tools: [{ type: "web_search" }] }).catch((e: unknown) => e);
     t.match(web, { status: 400, message: /unsupported tool type 'web_search'/ });
-    // reasoning.effort as on /v1/chat/completions (it was accepted and ignored).
+    // reasoning.effort as on /v1/chat/completions.
     const bogus = await openai.responses.create({ ...base, input: "hi", reasoning: { effort: "bogus" as "low" } }).catch((e: unknown) => e);
     t.match(bogus, { status: 400, message: /invalid reasoning value: \\"bogus\\"/ });
     const high = await openai.responses.create({ ...base, input: "hi", reasoning: { effort: "high" } }).catch((e: unknown) => e);

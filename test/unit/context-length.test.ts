@@ -15,7 +15,7 @@ t.test("precedence: request, policy num_ctx, policy options, PARAMETER, default"
   t.equal(contextLength({ policy: { options: {} }, params, fallback: 600 }), 500);
   t.equal(contextLength({ params: {}, fallback: 600 }), 600);
   t.equal(contextLength({ request: "many", params: { num_ctx: "x" }, fallback: 600 }), 600, "values that are not numbers are not context lengths");
-  // A pulled model's params are not checked as a create's are: -5 gave a generation cap of -20, no cap at all.
+  // A pulled model's params are not checked as a create's are; below 1 the generation cap (a multiple of num_ctx) would be none.
   for (const bad of [-5, 0]) t.equal(contextLength({ params: { num_ctx: bad }, fallback: 600 }), 600, `a stored num_ctx of ${bad} is not one`);
 });
 

@@ -497,12 +497,14 @@ t.test("goReading: null is not set in the body, its options and its messages, an
     system: null,
     format,
     options: { temperature: null, top_k: 3 },
+    parameters: { seed: null, stop: ["x"] },
     messages: [{ role: "USER", content: null, tool_calls: [{ function: { name: "f", arguments: { a: null } } }] }, "not an object"],
   };
   t.same(goReading(body), {
     model: "m",
     format,
     options: { top_k: 3 },
+    parameters: { stop: ["x"] },
     messages: [{ role: "user", tool_calls: [{ function: { name: "f", arguments: { a: null } } }] }, "not an object"],
   });
   t.equal(body.system, null, "the body read is a copy");
